@@ -1,0 +1,1 @@
+"""The knowledge graph side: Wikidata identifiers, prefixes and the label catalog."""
