@@ -1,0 +1,31 @@
+# Two entry points (see README): `make demo` and `make test`. Both set up .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DATA_DIR ?= ../shared/data
+ARTIFACTS ?= artifacts
+
+.PHONY: setup test demo lint bench-resolution clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch first, pinned: the CPU build on this machine's disk; a bare `torch` would pull a CUDA build.
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check src tests bench
+
+demo: setup
+	$(BIN)/pgmr --data-dir $(DATA_DIR) demo --out $(ARTIFACTS)/demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

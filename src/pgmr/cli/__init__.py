@@ -1,0 +1,1 @@
+"""The `pgmr` command line."""

@@ -1,0 +1,55 @@
+"""Shared CLI plumbing: the console, progress bars and settings resolved once at the edge."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from pgmr.config import resolve_data_dir
+
+T = TypeVar("T")
+console = Console(stderr=True)
+out = Console()
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir_option: Path | None
+
+    @property
+    def data_dir(self) -> Path:
+        return resolve_data_dir(self.data_dir_option)
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def track(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
+    with progress_bar() as bar:
+        task = bar.add_task(description, total=total)
+        for item in items:
+            yield item
+            bar.advance(task)

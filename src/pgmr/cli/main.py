@@ -1,0 +1,30 @@
+"""The `pgmr` console script."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pgmr.cli.common import Settings
+from pgmr.cli.convert import convert
+
+app = typer.Typer(
+    name="pgmr",
+    help="Questions to SPARQL over Wikidata with post-generation memory retrieval (no hallucinated IDs).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", envvar="PGMR_DATA_DIR", help="pgmr data directory (default: ../shared/data)"
+    ),
+) -> None:
+    ctx.obj = Settings(data_dir_option=data_dir)
+
+
+app.command()(convert)
