@@ -18,6 +18,7 @@ from pgmr.kg.ids import ID_PREFIXES, WIKIDATA_PREFIXES, id_kind, iri_to_prefixed
 from pgmr.query.errors import IntermediateQueryError
 from pgmr.query.lexer import Token, tokenize
 from pgmr.query.model import IntermediateQuery, Placeholder, placeholder_kind
+from pgmr.query.parser import parse
 from pgmr.query.sparql import check_query, with_prefixes
 
 
@@ -66,7 +67,7 @@ class ConversionSummary:
         self.skipped[reason] += 1
         self.examples.setdefault(reason, [])
         if len(self.examples[reason]) < 5:
-            self.examples[reason].append(detail)
+            self.examples[reason].append(detail if len(detail) <= 160 else detail[:157] + "...")
 
     def to_json(self) -> dict:
         return {
@@ -153,7 +154,13 @@ def convert_sparql(sparql: str, catalog: LabelCatalog) -> tuple[IntermediateQuer
         kind = placeholder_kind(name)
         assert kind is not None
         placeholders.append(Placeholder(name, kind, entry.label, entry.description or ""))
-    return IntermediateQuery(skeleton, tuple(placeholders)), mapping
+    query = IntermediateQuery(skeleton, tuple(placeholders))
+    try:
+        # The gate the generator's output will meet: a training target it rejects is no target.
+        parse(query.to_text())
+    except IntermediateQueryError as exc:
+        raise ConversionError(f"not_expressible:{exc.code}", exc.message) from None
+    return query, mapping
 
 
 def fill(query: IntermediateQuery | str, mapping: Mapping[str, str], prefixes: bool = True) -> str:
@@ -205,7 +212,6 @@ def convert_records(
 
 def roundtrip_problem(record: ConvertedRecord) -> str | None:
     """None when fill(convert(gold)) has the same algebra as the gold query, else a reason code."""
-    from pgmr.query.parser import parse
     from pgmr.query.sparql import query_algebra
 
     try:
