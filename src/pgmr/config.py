@@ -28,3 +28,15 @@ def resolve_data_dir(path: Path | str | None) -> Path:
             f"data directory {data_dir} does not exist; pass --data-dir or set ${DATA_DIR_ENV}"
         )
     return data_dir
+
+
+MEMORY_DIR_ENV = "PGMR_MEMORY_DIR"
+
+
+def default_memory_dir() -> Path:
+    """`$PGMR_MEMORY_DIR`, else `~/.cache/pgmr/memory` (built by `pgmr memory build`)."""
+    env = os.environ.get(MEMORY_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "pgmr" / "memory"

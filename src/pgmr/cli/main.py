@@ -6,8 +6,10 @@ from pathlib import Path
 
 import typer
 
+from pgmr.cli import memory
 from pgmr.cli.common import Settings
 from pgmr.cli.convert import convert
+from pgmr.cli.resolve import resolve
 
 app = typer.Typer(
     name="pgmr",
@@ -28,3 +30,5 @@ def main(
 
 
 app.command()(convert)
+app.command()(resolve)
+app.add_typer(memory.app, name="memory")

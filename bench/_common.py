@@ -1,0 +1,94 @@
+"""Shared plumbing for the bench scripts: data, memory, batched resolution, output."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from pgmr.config import default_memory_dir, resolve_data_dir
+from pgmr.conversion import ConversionSummary, ConvertedRecord, convert_records
+from pgmr.datasets import load_named
+from pgmr.datasets.splits import split_train_validation
+from pgmr.kg.catalog import LabelCatalog
+from pgmr.memory import Memory
+from pgmr.query import IntermediateQuery
+from pgmr.resolver import Refusal, Resolution, Resolver
+from pgmr.resolver.priors import counts_from_sparql
+
+console = Console()
+RESULTS = Path(__file__).parent / "results"
+
+
+def converted_split(split: str, data_dir: Path, catalog: LabelCatalog) -> tuple[list[ConvertedRecord], dict]:
+    """`test`, or `validation` (carved from LC-QuAD 2.0 train, for tuning)."""
+    if split == "test":
+        records = load_named("lcquad2-test", data_dir).records
+    elif split == "validation":
+        records = split_train_validation(load_named("lcquad2-train", data_dir).records)[1]
+    else:
+        raise SystemExit(f"unknown split {split!r}: use test or validation")
+    summary = ConversionSummary()
+    return list(convert_records(records, catalog, summary)), summary.to_json()
+
+
+def prior_counts_for(split: str, data_dir: Path) -> dict[str, int]:
+    """Counts from the training side only: all of train for test, train minus validation for validation."""
+    train = load_named("lcquad2-train", data_dir).records
+    if split == "validation":
+        train = split_train_validation(train)[0]
+    return counts_from_sparql([r.sparql for r in train])
+
+
+def setup(data_dir: str | None, memory_dir: str | None) -> tuple[Path, LabelCatalog, Memory]:
+    path = resolve_data_dir(data_dir)
+    catalog = LabelCatalog.from_data_dir(path)
+    memory = Memory.load(memory_dir or default_memory_dir())
+    return path, catalog, memory
+
+
+def resolve_all(
+    resolver: Resolver, queries: Sequence[IntermediateQuery], batch: int = 512
+) -> list[Resolution | Refusal]:
+    results: list[Resolution | Refusal] = []
+    for start in range(0, len(queries), batch):
+        results.extend(resolver.resolve_many(queries[start : start + batch]))
+    return results
+
+
+def mappings(results: Sequence[Resolution | Refusal]) -> list[dict[str, str | None]]:
+    return [r.mapping_dict() if isinstance(r, Resolution) else {} for r in results]  # type: ignore[misc]
+
+
+def environment() -> dict[str, Any]:
+    return {
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "when": time.strftime("%Y-%m-%d %H:%M"),
+    }
+
+
+def write_result(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(
+        json.dumps({"bench": name, **environment(), **payload}, indent=2) + "\n", encoding="utf-8"
+    )
+    console.print(f"wrote {path}")
+    return path
+
+
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
+    t = Table(title=title)
+    for i, c in enumerate(columns):
+        t.add_column(c, justify="left" if i == 0 else "right")
+    for row in rows:
+        t.add_row(*(f"{v:.2%}" if isinstance(v, float) else str(v) for v in row))
+    return t

@@ -1,0 +1,92 @@
+"""`pgmr resolve`: intermediate queries in (JSONL), final SPARQL or refusals out (JSONL)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from pgmr.cli.common import console, out, progress_bar
+from pgmr.cli.memory import MEMORY_OPTION, open_memory
+from pgmr.jsonl import JsonlError, read_jsonl, write_jsonl
+from pgmr.query import IntermediateQueryError, parse
+from pgmr.resolver import Resolver, ResolverConfig
+
+TEXT_FIELDS = ("intermediate", "prediction", "text")
+
+
+def _text_of(record: dict[str, Any], field: str | None) -> object:
+    if field:
+        return record.get(field)
+    return next((record[f] for f in TEXT_FIELDS if f in record), None)
+
+
+def resolve(
+    in_path: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, help="JSONL with an 'intermediate' field"
+    ),
+    out_path: Path = typer.Option(..., "--out", "-o", help="Output JSONL"),
+    field: str | None = typer.Option(
+        None, help=f"Field holding the query text (default: first of {TEXT_FIELDS})"
+    ),
+    memory_dir: Path | None = MEMORY_OPTION,
+    k: int = typer.Option(5, "-k", min=1, help="Candidates kept per placeholder as evidence"),
+    entity_threshold: float = typer.Option(
+        0.0, min=-1.0, max=1.0, help="Refuse below this entity similarity"
+    ),
+    relation_threshold: float = typer.Option(
+        0.0, min=-1.0, max=1.0, help="Refuse below this relation similarity"
+    ),
+    batch_size: int = typer.Option(256, min=1, help="Queries resolved per batch"),
+) -> None:
+    """Resolve every placeholder against the memory; invalid model output is reported, never fatal."""
+    config = ResolverConfig(k=k, entity_threshold=entity_threshold, relation_threshold=relation_threshold)
+    try:
+        records = list(read_jsonl(in_path))
+    except JsonlError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    resolver = Resolver(open_memory(memory_dir), config)
+    results: list[dict[str, Any]] = []
+    counts: Counter[str] = Counter()
+    with progress_bar() as bar:
+        task = bar.add_task("resolving", total=len(records))
+        for start in range(0, len(records), batch_size):
+            chunk = records[start : start + batch_size]
+            parsed: list[tuple[int, Any]] = []
+            chunk_out: list[dict[str, Any]] = []
+            for i, record in enumerate(chunk):
+                base = {"id": record.get("id", start + i)}
+                try:
+                    parsed.append((i, parse(_text_of(record, field))))
+                    chunk_out.append(base)
+                except IntermediateQueryError as exc:
+                    chunk_out.append(
+                        {
+                            **base,
+                            "status": "invalid",
+                            "error": {
+                                "code": exc.code,
+                                "message": exc.message,
+                                "line": exc.line,
+                                "column": exc.column,
+                            },
+                        }
+                    )
+            for (i, _), result in zip(parsed, resolver.resolve_many([q for _, q in parsed]), strict=True):
+                chunk_out[i].update(result.to_json())
+            for item in chunk_out:
+                counts[item["status"]] += 1
+            results.extend(chunk_out)
+            bar.advance(task, len(chunk))
+    write_jsonl(out_path, results)
+    table = Table(title=f"pgmr resolve: {in_path.name}")
+    table.add_column("status")
+    table.add_column("count", justify="right")
+    for status in ("resolved", "refused", "invalid"):
+        table.add_row(status, str(counts[status]))
+    out.print(table)
+    console.print(f"wrote {len(results)} results to {out_path}")

@@ -1,0 +1,1 @@
+"""Measuring pgmr: oracle resolution, distractors, refusal (and, later, generation metrics)."""

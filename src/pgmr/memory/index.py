@@ -1,0 +1,54 @@
+"""What the memory needs from a vector index, and loading one from disk by backend name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """Inner-product search over float32 vectors; row ids are positions in insertion order (0, 1, ...).
+
+    `search` returns (scores, row_ids), both shaped (queries, k), best first; slots beyond the rows found hold
+    row id -1 and score -inf.
+    """
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+    def add(self, vectors: np.ndarray) -> None: ...
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def save(self, path: Path | str) -> None: ...
+
+    def options(self) -> dict[str, int | str]:
+        """The construction options, as recorded in a memory's manifest."""
+        ...
+
+
+INDEX_BACKENDS = ("faiss",)
+
+
+def create_index(kind: str, dimension: int, backend: str = "faiss", **options: int) -> VectorIndex:
+    if backend == "faiss":
+        from pgmr.memory.indexes.faiss_index import FaissIndex
+
+        return FaissIndex(dimension, kind, **options)
+    raise ValueError(f"unknown index backend {backend!r}; known: {', '.join(INDEX_BACKENDS)}")
+
+
+def load_index(path: Path | str, backend: str = "faiss") -> VectorIndex:
+    if backend == "faiss":
+        from pgmr.memory.indexes.faiss_index import FaissIndex
+
+        return FaissIndex.load(path)
+    raise ValueError(f"unknown index backend {backend!r}; known: {', '.join(INDEX_BACKENDS)}")

@@ -1,0 +1,143 @@
+"""The resolver on a small real memory (real encoder, real FAISS)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pgmr.conversion import convert_sparql
+from pgmr.kg.catalog import CatalogEntry, LabelCatalog
+from pgmr.memory import Memory
+from pgmr.query import parse
+from pgmr.query.sparql import same_query
+from pgmr.resolver import Prior, Refusal, Resolution, Resolver, ResolverConfig, resolved_ids
+
+ENTRIES = [
+    CatalogEntry(
+        "Q1055", "Hamburg", "city and state in northern Germany", ("Free and Hanseatic City of Hamburg",)
+    ),
+    CatalogEntry("Q2103412", "Hamburg", "town in Erie County, New York, United States"),
+    CatalogEntry("Q89", "apple", "fruit of the apple tree"),
+    CatalogEntry("Q312", "Apple Inc.", "American technology company", ("Apple",)),
+    CatalogEntry("Q90", "Paris", "capital city of France"),
+    CatalogEntry("Q167646", "Paris", "son of Priam, king of Troy"),
+    CatalogEntry("Q830149", "Paris", None),
+    CatalogEntry("Q183", "Germany", "country in Central Europe"),
+    CatalogEntry("Q5", "human", "common name of Homo sapiens", ("person",)),
+    CatalogEntry("P1082", "population", "number of people inhabiting the place", ("inhabitants",)),
+    CatalogEntry("P585", "point in time", "date something took place"),
+    CatalogEntry("P31", "instance of", "that class of which this subject is a particular example"),
+    CatalogEntry("P17", "country", "sovereign state of this item", ("nation",)),
+    CatalogEntry("P36", "capital", "seat of government of a country"),
+]
+CATALOG = LabelCatalog(ENTRIES)
+
+
+@pytest.fixture(scope="module")
+def memory(encoder) -> Memory:
+    return Memory.build_in_memory(CATALOG, encoder, progress=False, prior_counts={"Q167646": 3})
+
+
+def _query(text: str):
+    return parse(text)
+
+
+def test_oracle_conversion_resolves_back_to_the_gold_query(memory: Memory) -> None:
+    gold = "SELECT ?obj WHERE { wd:Q1055 p:P1082 ?s . ?s ps:P1082 ?obj . ?s pq:P585 ?x }"
+    query, mapping = convert_sparql(gold, CATALOG)
+    result = Resolver(memory).resolve(query)
+    assert isinstance(result, Resolution)
+    assert result.mapping_dict() == mapping
+    assert same_query(result.sparql, gold)
+    assert result.sparql.startswith("PREFIX")
+    evidence = {e.placeholder.name: e for e in result.evidence}
+    assert evidence["entity0"].candidates[0].id == "Q1055"
+    assert (
+        evidence["entity0"].candidates[1].id == "Q2103412"
+    )  # the homonym is the runner-up, with less support
+    assert evidence["entity0"].candidates[0].similarity > evidence["entity0"].candidates[1].similarity
+
+
+def test_description_disambiguates_homonyms(memory: Memory) -> None:
+    q = _query(
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\n"
+        "entity0 = [ENT] Hamburg [/ENT] town in New York state\nrelation0 = [REL] population [/REL]"
+    )
+    result = Resolver(memory).resolve(q)
+    assert isinstance(result, Resolution)
+    assert result.mapping_dict()["entity0"] == "Q2103412"
+
+
+def test_label_only_uses_exact_match_and_prior(memory: Memory) -> None:
+    q = _query(
+        "ASK { wd:entity0 wdt:relation0 wd:entity1 }\nentity0 = [ENT] paris [/ENT]\n"
+        "relation0 = [REL] nation [/REL]\nentity1 = [ENT] Germany [/ENT]"
+    )
+    result = Resolver(memory).resolve(q)
+    assert isinstance(result, Resolution)
+    # Three exact "Paris" matches, all full support; the training-count prior picks the one seen in training.
+    paris = result.evidence[0]
+    assert {c.id for c in paris.candidates[:3]} == {"Q90", "Q167646", "Q830149"}
+    assert all(c.similarity == 1.0 and c.exact_match for c in paris.candidates[:3])
+    assert result.mapping_dict() == {"entity0": "Q167646", "relation0": "P17", "entity1": "Q183"}
+    # Without counts, the ID-number prior prefers the oldest item.
+    assert Resolver(memory, prior=Prior()).resolve(q).mapping_dict()["entity0"] == "Q90"  # type: ignore[union-attr]
+
+
+def test_refusal_names_the_unsupported_placeholder(memory: Memory) -> None:
+    q = _query(
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\n"
+        "entity0 = [ENT] Kilimanjaro [/ENT] dormant volcano in Tanzania\nrelation0 = [REL] population [/REL]"
+    )
+    result = Resolver(memory, ResolverConfig(entity_threshold=0.8, relation_threshold=0.8)).resolve(q)
+    assert isinstance(result, Refusal)
+    assert result.unsupported == ("entity0",)
+    assert "entity0 'Kilimanjaro'" in result.reason and "threshold 0.800" in result.reason
+    payload = result.to_json()
+    assert payload["status"] == "refused" and payload["evidence"][0]["candidates"]
+    # The same query with no threshold is answered (with a wrong but real ID): refusal is the threshold's job.
+    assert isinstance(Resolver(memory).resolve(q), Resolution)
+
+
+def test_batched_resolution_equals_one_by_one(memory: Memory) -> None:
+    texts = [
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\nentity0 = [ENT] Germany [/ENT]\nrelation0 = [REL] capital [/REL]",
+        "SELECT ?x WHERE { ?x wdt:relation0 wd:entity0 }\nentity0 = [ENT] human [/ENT]\nrelation0 = [REL] instance of [/REL]",
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\nentity0 = [ENT] Apple [/ENT] tech company\nrelation0 = [REL] country [/REL]",
+    ]
+    resolver = Resolver(memory)
+    queries = [parse(t) for t in texts]
+    batched = resolver.resolve_many(queries)
+    single = [resolver.resolve(q) for q in queries]
+    assert [r.mapping_dict() for r in batched] == [r.mapping_dict() for r in single]  # type: ignore[union-attr]
+    assert batched[2].mapping_dict()["entity0"] == "Q312"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\nentity0 = [ENT] Gotham City [/ENT] fictional city\n"
+        "relation0 = [REL] mayor [/REL] head of a city",
+        "ASK { wd:entity0 wdt:relation0 wd:entity1 }\nentity0 = [ENT] zzzz [/ENT]\nrelation0 = [REL] qqq [/REL]\n"
+        "entity1 = [ENT] Q42 [/ENT] Douglas Adams",
+        "SELECT ?x WHERE { wd:relation0 wdt:relation1 ?x }\nrelation0 = [REL] P999999 [/REL]\nrelation1 = [REL] x [/REL]",
+    ],
+)
+def test_every_output_id_is_in_memory(memory: Memory, text: str) -> None:
+    """Whatever the generator writes, including IDs in labels, every ID of the output comes from the memory."""
+    known = memory.entities.ids() | memory.relations.ids()
+    for config in (
+        ResolverConfig(),
+        ResolverConfig(k=1, search_k=1),
+        ResolverConfig(exact_weight=0, prior_weight=0),
+    ):
+        result = Resolver(memory, config).resolve(parse(text))
+        assert isinstance(result, Resolution)
+        assert resolved_ids(result.sparql) <= known
+        assert set(result.mapping_dict().values()) <= known
+
+
+def test_config_is_validated() -> None:
+    with pytest.raises(ValueError):
+        ResolverConfig(k=0)
+    with pytest.raises(ValueError):
+        ResolverConfig(entity_threshold=1.5)
