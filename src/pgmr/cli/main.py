@@ -9,6 +9,7 @@ import typer
 from pgmr.cli import memory
 from pgmr.cli.common import Settings
 from pgmr.cli.convert import convert
+from pgmr.cli.demo import demo
 from pgmr.cli.resolve import resolve
 
 app = typer.Typer(
@@ -32,3 +33,5 @@ def main(
 app.command()(convert)
 app.command()(resolve)
 app.add_typer(memory.app, name="memory")
+
+app.command()(demo)
