@@ -1,6 +1,6 @@
 """Oracle resolution on LC-QuAD 2.0: URI accuracy of the memory vs a string-lookup peer, in one run.
 
-    python bench/oracle_resolution.py [--split test|validation] [--memory DIR] [--exact-weight W] [--prior-weight W]
+    python bench/oracle_resolution.py [--split test|validation] [--memory DIR] [--lexical-weight W] [--prior-weight W]
 
 Conditions and the peer are defined in pgmr.evaluation.oracle. Writes bench/results/oracle_resolution[-SPLIT].json.
 """
@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--split", default="test", choices=("test", "validation"))
     parser.add_argument("--data-dir")
     parser.add_argument("--memory")
-    parser.add_argument("--exact-weight", type=float, default=ResolverConfig.exact_weight)
+    parser.add_argument("--lexical-weight", type=float, default=ResolverConfig.lexical_weight)
     parser.add_argument("--prior-weight", type=float, default=ResolverConfig.prior_weight)
     parser.add_argument("--limit", type=int, default=0, help="first N records only (smoke runs)")
     parser.add_argument("--conditions", default=",".join(CONDITIONS))
@@ -73,7 +73,7 @@ def main() -> None:
     if args.limit:
         records = records[: args.limit]
     cases = oracle_cases(records)
-    config = ResolverConfig(exact_weight=args.exact_weight, prior_weight=args.prior_weight)
+    config = ResolverConfig(lexical_weight=args.lexical_weight, prior_weight=args.prior_weight)
     resolver = Resolver(memory, config, Prior(prior_counts_for(args.split, data_dir)))
     peer = StringLookupPeer(catalog, ids=set(memory.entities.ids() | memory.relations.ids()))
 

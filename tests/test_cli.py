@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pgmr.cli.main import app
+from pgmr.memory import FORMAT_VERSION
 
 runner = CliRunner()
 
@@ -107,7 +108,7 @@ def test_memory_search_and_info(memory_dir: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.output.index("Q1055") < result.output.index("Q64")
     info = runner.invoke(app, ["memory", "info", "-m", str(memory_dir)])
-    assert '"format_version": 1' in info.output and '"prior"' in info.output
+    assert f'"format_version": {FORMAT_VERSION}' in info.output and '"prior"' in info.output
 
 
 def test_resolve_jsonl_with_refusals_and_invalid_lines(memory_dir: Path, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from pgmr.kg.catalog import CatalogEntry, LabelCatalog
 from pgmr.memory import (
     DEFAULT_MODEL_NAME,
+    FORMAT_VERSION,
     EmbeddingCache,
     Encoder,
     FaissIndex,
@@ -97,8 +98,16 @@ def test_rows_have_aliases_and_skip_entries_without_label():
     assert [(r.id, r.text, r.is_alias) for r in rows] == [
         ("Q8", "dup", False),  # sorted by ID number; the alias equal to the label is deduplicated
         ("Q1055", "Hamburg, city and state in northern Germany", False),
+        ("Q1055", "Hamburg", False),
         ("Q1055", "Free and Hanseatic City of Hamburg, city and state in northern Germany", True),
+        ("Q1055", "Free and Hanseatic City of Hamburg", True),
         ("Q1055", "HH, city and state in northern Germany", True),
+        ("Q1055", "HH", True),
+    ]
+    assert [r.surface for r in rows if r.id == "Q1055"][::2] == [
+        "Hamburg",
+        "Free and Hanseatic City of Hamburg",
+        "HH",
     ]
     assert all(r.label == "Hamburg" for r in rows if r.id == "Q1055")
 
@@ -117,7 +126,7 @@ def test_alias_rows_map_to_their_id(memory):
     hits = memory.relations.search(["birthplace"], k=2)[0]
     assert hits[0].id == "P19"
     assert hits[0].label == "place of birth"
-    assert hits[0].matched_text.startswith("birthplace, ")
+    assert hits[0].matched_text == "birthplace"  # the alias row without description matches it exactly
     assert memory.entities.search(["Obama"], k=1)[0][0].id == "Q76"
 
 
@@ -181,13 +190,13 @@ def test_save_load_roundtrip(saved, memory, encoder):
     assert loaded.entities.rows == memory.entities.rows
     assert loaded.relations.rows == memory.relations.rows
     manifest = json.loads((saved / "manifest.json").read_text())
-    assert manifest["format_version"] == 1
+    assert manifest["format_version"] == FORMAT_VERSION
     assert manifest["encoder"] == DEFAULT_MODEL_NAME and manifest["dimension"] == 384
     assert manifest["dictionaries"]["entity"]["ids"] == 7
     assert manifest["dictionaries"]["relation"] == {
         **manifest["dictionaries"]["relation"],
         "ids": 4,
-        "rows": 8,
+        "rows": 16,  # 8 label/alias rows with description, 8 without
     }
     assert sorted(p.name for p in saved.iterdir()) == [
         "entities.faiss",
@@ -343,7 +352,8 @@ def test_second_build_encodes_nothing(tmp_path, catalog, encoder, memory):
 
     grown = LabelCatalog([*ENTRIES, CatalogEntry("Q90", "Paris", "capital of France")])
     third = Memory.build(grown, out, encoder, progress=False)
-    assert third.build_stats is not None and third.build_stats.encoded == 1
+    # "Paris, capital of France" and "Paris": the new entry's two texts, nothing else.
+    assert third.build_stats is not None and third.build_stats.encoded == 2
 
 
 def test_cache_ignores_a_damaged_pair(tmp_path, encoder):

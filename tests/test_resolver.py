@@ -67,7 +67,7 @@ def test_description_disambiguates_homonyms(memory: Memory) -> None:
     assert result.mapping_dict()["entity0"] == "Q2103412"
 
 
-def test_label_only_uses_exact_match_and_prior(memory: Memory) -> None:
+def test_label_only_meets_label_rows_and_the_prior_decides(memory: Memory) -> None:
     q = _query(
         "ASK { wd:entity0 wdt:relation0 wd:entity1 }\nentity0 = [ENT] paris [/ENT]\n"
         "relation0 = [REL] nation [/REL]\nentity1 = [ENT] Germany [/ENT]"
@@ -77,7 +77,9 @@ def test_label_only_uses_exact_match_and_prior(memory: Memory) -> None:
     # Three exact "Paris" matches, all full support; the training-count prior picks the one seen in training.
     paris = result.evidence[0]
     assert {c.id for c in paris.candidates[:3]} == {"Q90", "Q167646", "Q830149"}
-    assert all(c.similarity == 1.0 and c.exact_match for c in paris.candidates[:3])
+    assert all(
+        c.similarity == pytest.approx(1.0, abs=1e-4) and c.lexical == 1.0 for c in paris.candidates[:3]
+    )
     assert result.mapping_dict() == {"entity0": "Q167646", "relation0": "P17", "entity1": "Q183"}
     # Without counts, the ID-number prior prefers the oldest item.
     assert Resolver(memory, prior=Prior()).resolve(q).mapping_dict()["entity0"] == "Q90"  # type: ignore[union-attr]
@@ -128,7 +130,7 @@ def test_every_output_id_is_in_memory(memory: Memory, text: str) -> None:
     for config in (
         ResolverConfig(),
         ResolverConfig(k=1, search_k=1),
-        ResolverConfig(exact_weight=0, prior_weight=0),
+        ResolverConfig(lexical_weight=0, prior_weight=0, fuzzy_k=0),
     ):
         result = Resolver(memory, config).resolve(parse(text))
         assert isinstance(result, Resolution)

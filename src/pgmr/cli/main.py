@@ -10,7 +10,9 @@ from pgmr.cli import memory
 from pgmr.cli.common import Settings
 from pgmr.cli.convert import convert
 from pgmr.cli.demo import demo
+from pgmr.cli.generate import generate
 from pgmr.cli.resolve import resolve
+from pgmr.cli.train import train
 
 app = typer.Typer(
     name="pgmr",
@@ -33,5 +35,7 @@ def main(
 app.command()(convert)
 app.command()(resolve)
 app.add_typer(memory.app, name="memory")
+app.command()(train)
+app.command()(generate)
 
 app.command()(demo)

@@ -28,6 +28,10 @@ class VectorIndex(Protocol):
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
 
+    def reconstruct(self, row_ids: np.ndarray) -> np.ndarray:
+        """The stored vectors of the given rows, shaped (len(row_ids), dimension)."""
+        ...
+
     def save(self, path: Path | str) -> None: ...
 
     def options(self) -> dict[str, int | str]:

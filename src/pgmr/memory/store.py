@@ -42,7 +42,7 @@ from pgmr.memory.errors import (
 )
 from pgmr.memory.index import VectorIndex, create_index, load_index
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 KINDS: tuple[Kind, ...] = ("entity", "relation")
 MANIFEST_FILE = "manifest.json"
 PRIOR_FILE = "prior.json"
@@ -73,13 +73,8 @@ class MemoryRow:
     description: str | None
     text: str
     is_alias: bool
-
-    @property
-    def surface(self) -> str:
-        """The label or alias this row embeds (its text without the description)."""
-        if not self.description:
-            return self.text
-        return self.text[: len(self.text) - len(memory_text("", self.description))]
+    # The label or alias this row embeds; `text` is it alone, or it with the description.
+    surface: str = ""
 
 
 @dataclass(frozen=True)
@@ -154,8 +149,10 @@ class BuildStats:
 
 
 def memory_rows(entries: Iterable[CatalogEntry]) -> list[MemoryRow]:
-    """One row for each entry's label and one per alias, all with the entry's description; entries without a
-    label get none. Sorted by ID so that a build does not depend on catalog order."""
+    """For each entry's label and each alias: a row with the entry's description and, when there is one, a row
+    of the label/alias alone (so that a placeholder without a description, or with a misspelt label, meets a
+    text of its own shape instead of one diluted by a description). Entries without a label get no rows.
+    Sorted by ID so that a build does not depend on catalog order."""
     rows: list[MemoryRow] = []
     for entry in sorted(entries, key=lambda e: (id_number(e.id), e.id)):
         if not entry.label:
@@ -163,10 +160,10 @@ def memory_rows(entries: Iterable[CatalogEntry]) -> list[MemoryRow]:
         seen: set[str] = set()
         surfaces = [(entry.label, False), *((alias, True) for alias in entry.aliases)]
         for surface, is_alias in surfaces:
-            text = memory_text(surface, entry.description)
-            if text not in seen:
-                seen.add(text)
-                rows.append(MemoryRow(entry.id, entry.label, entry.description, text, is_alias))
+            for text in dict.fromkeys((memory_text(surface, entry.description), surface)):
+                if text not in seen:
+                    seen.add(text)
+                    rows.append(MemoryRow(entry.id, entry.label, entry.description, text, is_alias, surface))
     return rows
 
 
@@ -183,8 +180,11 @@ class MemoryDictionary:
         self.index = index
         self.encoder = encoder
         self._first_row: dict[str, int] = {}
+        rows_by_id: dict[str, list[int]] = {}
         for position, row in enumerate(self.rows):
             self._first_row.setdefault(row.id, position)
+            rows_by_id.setdefault(row.id, []).append(position)
+        self._rows_by_id = {wid: tuple(positions) for wid, positions in rows_by_id.items()}
         self._ids = frozenset(self._first_row)
 
     def __len__(self) -> int:
@@ -239,6 +239,23 @@ class MemoryDictionary:
             pending = short
             fetch = min(total, fetch * OVERFETCH)
         return results
+
+    def rows_of(self, wikidata_id: str) -> tuple[int, ...]:
+        """Row ids of every row (label, aliases, with and without description) of an ID."""
+        return self._rows_by_id.get(wikidata_id, ())
+
+    def similarities(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        """Best similarity of one query vector to each given ID's rows, for IDs the search did not return."""
+        ids = [i for i in ids if i in self._ids]
+        if not ids:
+            return {}
+        row_ids = np.array([r for i in ids for r in self._rows_by_id[i]], dtype=np.int64)
+        scores = self.index.reconstruct(row_ids) @ np.asarray(vector, dtype=np.float32)
+        best: dict[str, float] = {}
+        for row_id, score in zip(row_ids.tolist(), scores.tolist(), strict=True):
+            wid = self.rows[row_id].id
+            best[wid] = max(best.get(wid, float("-inf")), score)
+        return best
 
     def _collapse(self, scores: np.ndarray, row_ids: np.ndarray, k: int) -> list[MemoryHit]:
         best: dict[str, tuple[float, int]] = {}
@@ -613,6 +630,7 @@ def _row_record(row: MemoryRow) -> str:
         "description": row.description,
         "text": row.text,
         "is_alias": row.is_alias,
+        "surface": row.surface,
     }
     return json.dumps(record, ensure_ascii=False)
 

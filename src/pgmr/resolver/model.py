@@ -12,8 +12,9 @@ from pgmr.query.model import IntermediateQuery, Placeholder
 class Candidate:
     """One memory entry proposed for a placeholder.
 
-    `similarity` is the support the memory gives (cosine of the embeddings, or 1.0 for an exact label/alias
-    match of a label-only placeholder); `score` adds the lexical and prior terms and decides the ranking.
+    `dense` is the best cosine between the placeholder text and the entry's rows, `lexical` the best edit
+    similarity between the placeholder label and the entry's label or aliases; `similarity` blends them and is
+    the support that thresholds compare with; `score` adds the prominence prior and decides the ranking.
     """
 
     id: str
@@ -21,7 +22,8 @@ class Candidate:
     description: str | None
     similarity: float
     score: float
-    exact_match: bool = False
+    dense: float = 0.0
+    lexical: float = 0.0
 
 
 @dataclass(frozen=True)

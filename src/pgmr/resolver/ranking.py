@@ -1,17 +1,21 @@
-"""How candidates are ranked: similarity, an exact label/alias match bonus and a prominence prior.
+"""How candidates are ranked: dense similarity, lexical similarity and a prominence prior.
 
-score = similarity + exact_weight * [placeholder label equals a label or alias of the candidate]
-                   + prior_weight * prior(candidate)
+    similarity = (1 - lexical_weight) * dense + lexical_weight * lexical
+    score      = similarity + prior_weight * prior
 
-- similarity: cosine between the placeholder text and the candidate's best row ("label, description" or
-  "alias, description"). When the placeholder has no description, a candidate whose label or alias equals
-  the placeholder label matches everything the placeholder says, so its similarity is 1.0: without this,
-  homonyms that lack a description in memory ("Paris") would beat described ones ("Paris, capital of France")
-  only because their text is shorter.
+- dense: the best cosine between the placeholder text ("label, description", or the label alone when the
+  generator gave no description) and the candidate's rows. The memory holds, for every label and alias, a row
+  with the description and one without, so a label-only placeholder meets label-only rows instead of rows
+  diluted by descriptions it never saw.
+- lexical: the best normalized edit similarity (rapidfuzz ratio, after case, accent and whitespace
+  normalization) between the placeholder label and the candidate's label or aliases: robust to typos and case
+  where subword embeddings are not. Candidates come from the dense search plus every exact label/alias match
+  or, when there is none, the closest fuzzy matches.
 - prior in [0, 1]: how prominent an ID is. With training counts (how often the ID occurs in training gold
-  queries) it is log1p(count) / log1p(max count); IDs never seen fall back to the ID-number prior scaled to
-  [0, 0.5) (older, lower Wikidata IDs tend to be the prominent sense of a label).
-The threshold for refusal applies to similarity, which stays interpretable (a cosine), not to score.
+  queries) it is 0.5 + 0.5 * log1p(count) / log1p(max count); IDs never seen fall back to the ID number,
+  0.5 * (1 - log10(number) / 9) (older, lower Wikidata IDs tend to be the prominent sense of a label). With a
+  small weight it only decides between near-ties, such as homonyms without descriptions.
+Thresholds for refusal apply to similarity (in [0, 1] for normalized embeddings), never to the prior.
 """
 
 from __future__ import annotations

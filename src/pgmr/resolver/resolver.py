@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from pgmr.conversion import fill
 from pgmr.kg.ids import Kind, id_number
-from pgmr.memory import Memory, MemoryDictionary, memory_text
+from pgmr.memory import Memory, MemoryDictionary, MemoryHit, memory_text
 from pgmr.query.lexer import tokenize
 from pgmr.query.model import IntermediateQuery, Placeholder
 from pgmr.query.sparql import check_query
@@ -27,8 +29,11 @@ class ResolverConfig:
     relation_threshold: float = 0.0
     # Rows retrieved per placeholder before re-ranking; the top `k` are kept as evidence.
     search_k: int = 50
-    exact_weight: float = 0.05
+    lexical_weight: float = 0.3
     prior_weight: float = 0.02
+    # When no label/alias matches exactly, the `fuzzy_k` closest ones (edit similarity >= fuzzy_cutoff) join.
+    fuzzy_k: int = 10
+    fuzzy_cutoff: float = 0.8
     batch_size: int = 128
 
     def __post_init__(self) -> None:
@@ -37,7 +42,12 @@ class ResolverConfig:
         for name in ("entity_threshold", "relation_threshold"):
             value = getattr(self, name)
             if not -1.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be a cosine in [-1, 1], got {value}")
+                raise ValueError(f"{name} must be a similarity in [-1, 1], got {value}")
+        for name in ("lexical_weight", "fuzzy_cutoff"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1]")
+        if self.prior_weight < 0 or self.fuzzy_k < 0:
+            raise ValueError("prior_weight and fuzzy_k must be >= 0")
 
     def threshold(self, kind: Kind) -> float:
         return self.entity_threshold if kind == "entity" else self.relation_threshold
@@ -49,22 +59,33 @@ def placeholder_text(placeholder: Placeholder) -> str:
 
 
 class _Lexicon:
-    """Normalized label/alias -> IDs of one dictionary, for exact-match candidates and the bonus."""
+    """Normalized labels and aliases of one dictionary: exact and fuzzy lookups, per-ID edit similarity."""
 
     def __init__(self, dictionary: MemoryDictionary) -> None:
         self.surfaces: dict[str, set[str]] = {}
         self.by_id: dict[str, set[str]] = {}
         for row in dictionary.rows:
-            key = normalize_label(row.surface)
+            key = normalize_label(row.surface or row.label)
             self.surfaces.setdefault(key, set()).add(row.id)
             self.by_id.setdefault(row.id, set()).add(key)
+        self.choices = list(self.surfaces)
 
-    def ids(self, label: str, limit: int) -> list[str]:
-        found = self.surfaces.get(normalize_label(label), set())
+    def exact(self, key: str, limit: int) -> list[str]:
+        found = self.surfaces.get(key, set())
         return sorted(found, key=lambda i: (id_number(i), i))[:limit]
 
-    def matches(self, wikidata_id: str, label: str) -> bool:
-        return normalize_label(label) in self.by_id.get(wikidata_id, ())
+    def fuzzy(self, key: str, limit: int, cutoff: float) -> list[str]:
+        if not limit:
+            return []
+        from rapidfuzz import fuzz, process
+
+        hits = process.extract(key, self.choices, scorer=fuzz.ratio, limit=limit, score_cutoff=cutoff * 100)
+        return [wid for choice, _, _ in hits for wid in sorted(self.surfaces[choice], key=id_number)][:limit]
+
+    def similarity(self, wikidata_id: str, key: str) -> float:
+        from rapidfuzz import fuzz
+
+        return max((fuzz.ratio(key, s) for s in self.by_id.get(wikidata_id, ())), default=0.0) / 100
 
 
 class Resolver:
@@ -108,26 +129,40 @@ class Resolver:
             for p, text, vector, found in zip(placeholders, texts, vectors, hits, strict=True)
         ]
 
-    def _rank(self, placeholder, text, vector, hits, dictionary) -> PlaceholderEvidence:  # type: ignore[no-untyped-def]
+    def _rank(
+        self,
+        placeholder: Placeholder,
+        text: str,
+        vector: np.ndarray,
+        hits: list[MemoryHit],
+        dictionary: MemoryDictionary,
+    ) -> PlaceholderEvidence:
         cfg = self.config
         lexicon = self.lexicon(placeholder.kind)
-        similarity = {h.id: h.score for h in hits}
-        info = {h.id: (h.label, h.description) for h in hits}
-        label_only = not placeholder.description
-        if label_only:
-            # Exact label/alias matches are candidates even when the embedding search ranked them low.
-            for wid in lexicon.ids(placeholder.label, cfg.search_k):
-                if wid not in info:
-                    row = dictionary.get(wid)
-                    assert row is not None
-                    info[wid] = (row.label, row.description)
-                    similarity[wid] = float("-inf")
+        key = normalize_label(placeholder.label)
+        dense = {h.id: h.score for h in hits}
+        # Label matches join the dense hits: exact ones always, the closest fuzzy ones when none is exact.
+        lexical_ids = lexicon.exact(key, cfg.search_k) or lexicon.fuzzy(key, cfg.fuzzy_k, cfg.fuzzy_cutoff)
+        missing = [wid for wid in lexical_ids if wid not in dense]
+        dense.update(dictionary.similarities(vector, missing))
         ranked: list[Candidate] = []
-        for wid, (label, description) in info.items():
-            exact = lexicon.matches(wid, placeholder.label)
-            sim = 1.0 if (label_only and exact) else similarity[wid]
-            score = sim + cfg.exact_weight * exact + cfg.prior_weight * self.prior(wid)
-            ranked.append(Candidate(wid, label, description, round(sim, 6), round(score, 6), exact))
+        for wid, dense_score in dense.items():
+            row = dictionary.get(wid)
+            assert row is not None
+            lexical = lexicon.similarity(wid, key)
+            similarity = (1 - cfg.lexical_weight) * dense_score + cfg.lexical_weight * lexical
+            score = similarity + cfg.prior_weight * self.prior(wid)
+            ranked.append(
+                Candidate(
+                    wid,
+                    row.label,
+                    row.description,
+                    round(similarity, 6),
+                    round(score, 6),
+                    dense=round(dense_score, 6),
+                    lexical=round(lexical, 6),
+                )
+            )
         ranked.sort(key=lambda c: (-c.score, id_number(c.id), c.id))
         return PlaceholderEvidence(placeholder, text, tuple(ranked[: cfg.k]), cfg.threshold(placeholder.kind))
 

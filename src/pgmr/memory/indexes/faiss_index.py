@@ -71,6 +71,7 @@ class FaissIndex:
         self._nbits = nbits
         self.nprobe = nprobe
         self._index: Any = None
+        self._direct_map = False
         faiss = _faiss()
         if kind == "flat":
             self._index = faiss.IndexFlatIP(dimension)
@@ -159,6 +160,19 @@ class FaissIndex:
         row_ids = row_ids.astype(np.int64, copy=False)
         scores = np.where(row_ids < 0, np.float32(-np.inf), scores).astype(np.float32, copy=False)
         return scores, row_ids
+
+    def reconstruct(self, row_ids: np.ndarray) -> np.ndarray:
+        """The stored vectors of some rows (exact for flat and hnsw, the PQ approximation for ivfpq)."""
+        row_ids = np.asarray(row_ids, dtype=np.int64)
+        if not len(row_ids):
+            return np.zeros((0, self._dimension), dtype=np.float32)
+        if self._index is None or row_ids.min() < 0 or row_ids.max() >= len(self):
+            raise IndexError(f"row ids out of range for an index of {len(self)} rows")
+        if self._kind == "ivfpq" and not self._direct_map:
+            # IVF lists have no row -> vector map until asked for one.
+            self._index.make_direct_map()
+            self._direct_map = True
+        return np.asarray(self._index.reconstruct_batch(row_ids), dtype=np.float32)
 
     def save(self, path: Path | str) -> None:
         """Write to `path` through a temporary sibling and a rename, so `path` is never half-written."""

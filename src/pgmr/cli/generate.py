@@ -1,0 +1,157 @@
+"""`pgmr generate`: run a trained generator on questions; optionally resolve its SPARQL-PGMR output."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from pgmr.cli.common import Settings, console, out, progress_bar
+from pgmr.cli.memory import MEMORY_OPTION, open_memory
+from pgmr.datasets import DatasetError, load_dataset, load_named
+from pgmr.datasets.loaders import NAMED_DATASETS
+from pgmr.generators.base import PGMR_MODES, RAG_MODES
+from pgmr.jsonl import JsonlError, read_jsonl, write_jsonl
+from pgmr.query import IntermediateQueryError, parse
+
+
+def _questions(source: str, data_dir: Path | None, fmt: str) -> list[dict[str, Any]]:
+    """[{id, question, gold?}] from a named dataset, a dataset file, or a JSONL of bare questions."""
+    if source in NAMED_DATASETS:
+        assert data_dir is not None
+        records = load_named(source, data_dir).records
+        return [{"id": r.id, "question": r.question, "gold": r.sparql} for r in records]
+    path = Path(source)
+    if not path.is_file():
+        raise DatasetError(f"{source} is neither a dataset name ({', '.join(NAMED_DATASETS)}) nor a file")
+    try:
+        records = load_dataset(path, fmt).records
+        return [{"id": r.id, "question": r.question, "gold": r.sparql} for r in records]
+    except DatasetError:
+        if path.suffix.lower() not in (".jsonl", ".ndjson"):
+            raise
+    # Questions without gold queries: the loaders want a sparql field, plain inputs need not have one.
+    rows = []
+    for i, obj in enumerate(read_jsonl(path), 1):
+        question = obj.get("question")
+        if isinstance(question, str) and question.strip():
+            rows.append({"id": str(obj.get("id", f"{path.stem}:{i}")), "question": question.strip()})
+    if not rows:
+        raise DatasetError(f"{path}: no line has a 'question'")
+    return rows
+
+
+def generate(
+    ctx: typer.Context,
+    model_dir: Path = typer.Argument(..., help="Trained model directory (or the training --out directory)"),
+    source: str = typer.Argument(
+        ..., help=f"Questions: a dataset name ({', '.join(NAMED_DATASETS)}), a dataset file or JSONL"
+    ),
+    out_path: Path = typer.Option(..., "--out", "-o", help="Output JSONL: {id, question, prediction, ...}"),
+    fmt: str = typer.Option(
+        "auto", "--format", help="Format of a dataset file: auto | lcquad2 | qald | jsonl"
+    ),
+    limit: int | None = typer.Option(None, min=1, help="Only the first N questions"),
+    batch_size: int = typer.Option(16, min=1),
+    num_beams: int | None = typer.Option(None, min=1, help="Beam width (default: as in validation)"),
+    max_new_tokens: int | None = typer.Option(None, min=1, help="Default: the training target length"),
+    device: str = typer.Option("cpu", help="torch device: cpu, cuda, cuda:1, mps"),
+    resolve: bool = typer.Option(False, help="pgmr modes: resolve predictions against the memory"),
+    memory_dir: Path | None = MEMORY_OPTION,
+) -> None:
+    """Write one prediction per question; with --resolve, also the SPARQL (or refusal, or parse error)."""
+    from pgmr.generators.seq2seq.card import ModelCardError, read_model_card
+
+    settings: Settings = ctx.obj
+    try:
+        card = read_model_card(model_dir)
+    except ModelCardError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    mode = card["mode"]
+    if resolve and mode not in PGMR_MODES:
+        console.print(f"[red]error:[/red] --resolve needs a pgmr or rag-pgmr model; this one is {mode!r}")
+        raise typer.Exit(2)
+    try:
+        data_dir = settings.data_dir if source in NAMED_DATASETS else None
+        rows = _questions(source, data_dir, fmt)[:limit]
+    except (DatasetError, JsonlError, FileNotFoundError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    memory = open_memory(memory_dir) if resolve or mode in RAG_MODES else None
+    contexts: list[str] | None = None
+    if mode in RAG_MODES:
+        from pgmr.generators.rag import CandidateRetriever
+
+        settings_used = card.get("data", {}).get("retriever", {})
+        retriever = CandidateRetriever(
+            memory,  # type: ignore[arg-type]
+            k_entities=int(settings_used.get("k_entities", 5)),
+            k_relations=int(settings_used.get("k_relations", 5)),
+            max_n=int(settings_used.get("max_n", 3)),
+            max_description_words=settings_used.get("max_description_words", 8),
+        )
+        console.print("retrieving candidates")
+        contexts = retriever.contexts([r["question"] for r in rows])
+
+    from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
+
+    generator = Seq2SeqGenerator.load(model_dir, device, num_beams=num_beams, max_new_tokens=max_new_tokens)
+    predictions: list[str] = []
+    chunk = batch_size * 8
+    with progress_bar() as bar:
+        task = bar.add_task("generating", total=len(rows))
+        for start in range(0, len(rows), chunk):
+            questions = [r["question"] for r in rows[start : start + chunk]]
+            part = contexts[start : start + chunk] if contexts is not None else None
+            predictions.extend(generator.generate(questions, contexts=part, batch_size=batch_size))
+            bar.advance(task, len(questions))
+    results: list[dict[str, Any]] = []
+    for row, prediction in zip(rows, predictions, strict=True):
+        item = {"id": row["id"], "question": row["question"], "prediction": prediction}
+        if "gold" in row:
+            item["gold"] = row["gold"]
+        results.append(item)
+    counts: Counter[str] = Counter()
+    if resolve:
+        _resolve_into(results, memory)
+        counts.update(r["status"] for r in results)
+    elif mode in PGMR_MODES:
+        counts["parses"] = sum(1 for r in results if _parses(r["prediction"]))
+    write_jsonl(out_path, results)
+    table = Table(title=f"pgmr generate ({mode}): {source}")
+    table.add_column("measure")
+    table.add_column("count", justify="right")
+    table.add_row("questions", str(len(results)))
+    for key in ("parses", "resolved", "refused", "invalid"):
+        if key in counts or (resolve and key != "parses"):
+            table.add_row(key, str(counts[key]))
+    out.print(table)
+    console.print(f"wrote {len(results)} predictions to {out_path}")
+
+
+def _parses(text: str) -> bool:
+    try:
+        parse(text)
+    except IntermediateQueryError:
+        return False
+    return True
+
+
+def _resolve_into(results: list[dict[str, Any]], memory: Any) -> None:
+    """Adds status plus sparql/mapping/evidence (resolved), reason (refused) or error (invalid) to each row."""
+    from pgmr.resolver import Resolver
+
+    resolver = Resolver(memory)
+    parsed = []
+    for i, item in enumerate(results):
+        try:
+            parsed.append((i, parse(item["prediction"])))
+        except IntermediateQueryError as exc:
+            item["status"] = "invalid"
+            item["error"] = {"code": exc.code, "message": exc.message, "line": exc.line, "column": exc.column}
+    for (i, _), resolution in zip(parsed, resolver.resolve_many([q for _, q in parsed]), strict=True):
+        results[i].update(resolution.to_json())

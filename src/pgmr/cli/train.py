@@ -1,0 +1,171 @@
+"""`pgmr train`: train a generator (pgmr, direct, rag, rag-pgmr) on a converted dataset."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from pgmr.cli.common import Settings, console, out, track
+from pgmr.cli.memory import MEMORY_OPTION, open_memory
+from pgmr.config import default_memory_dir
+from pgmr.conversion import ConversionSummary, convert_records
+from pgmr.datasets import DatasetError, load_dataset, load_named
+from pgmr.datasets.loaders import NAMED_DATASETS
+from pgmr.datasets.splits import split_train_validation
+from pgmr.generators.base import MODES, RAG_MODES
+from pgmr.kg.catalog import LabelCatalog
+
+
+def train(
+    ctx: typer.Context,
+    mode: str = typer.Option(..., "--mode", help=f"What the model writes: {' | '.join(MODES)}"),
+    out_dir: Path = typer.Option(
+        ..., "--out", "-o", help="Run directory (checkpoints; the final model goes to OUT/model)"
+    ),
+    preset: str = typer.Option("small", help="From-scratch T5 size: tiny | small | base"),
+    base: str | None = typer.Option(
+        None, help="Start from a seq2seq checkpoint directory (or hub name) instead of a preset"
+    ),
+    train_data: str = typer.Option(
+        "lcquad2-train", "--train", help=f"Training dataset: a file or one of {', '.join(NAMED_DATASETS)}"
+    ),
+    fmt: str = typer.Option(
+        "auto", "--format", help="Format of a dataset file: auto | lcquad2 | qald | jsonl"
+    ),
+    validation_share: float = typer.Option(
+        0.08, min=0.001, max=0.999, help="Share of records carved out (by id hash) for validation"
+    ),
+    limit: int | None = typer.Option(None, min=2, help="Use only the first N records of the dataset"),
+    max_description_words: int = typer.Option(
+        8, help="Words of each mapping description kept in pgmr targets (0 drops them, -1 keeps them whole)"
+    ),
+    memory_dir: Path | None = MEMORY_OPTION,
+    k_entities: int = typer.Option(5, min=0, help="rag modes: entity candidates per question"),
+    k_relations: int = typer.Option(5, min=0, help="rag modes: relation candidates per question"),
+    max_minutes: float | None = typer.Option(
+        None, min=0.001, help="Wall budget: stop (evaluate, save) past it"
+    ),
+    max_steps: int | None = typer.Option(None, min=1, help="Total optimizer steps (overrides --epochs)"),
+    epochs: float = typer.Option(20.0, min=0.01),
+    batch_size: int = typer.Option(16, min=1),
+    learning_rate: float = typer.Option(1e-3, "--lr", min=0.0),
+    warmup_steps: int = typer.Option(100, min=0),
+    eval_steps: int = typer.Option(500, min=1, help="Validate and checkpoint every N steps"),
+    max_eval_examples: int = typer.Option(
+        512, min=1, help="Validation examples generated at each evaluation"
+    ),
+    vocab_size: int = typer.Option(4000, min=300, help="BPE vocabulary (from-scratch presets)"),
+    max_source_len: int = typer.Option(256, min=8),
+    max_target_len: int = typer.Option(256, min=8),
+    num_beams: int = typer.Option(1, min=1, help="Beams in validation generation"),
+    seed: int = typer.Option(42),
+    progress: bool = typer.Option(True, help="Progress bars"),
+) -> None:
+    """Train a seq2seq generator; resumes from the last checkpoint in --out when there is one."""
+    from pgmr.generators.examples import build_examples
+    from pgmr.generators.rag import CandidateRetriever
+
+    settings: Settings = ctx.obj
+    if mode not in MODES:
+        console.print(f"[red]error:[/red] unknown --mode {mode!r}; choose from {', '.join(MODES)}")
+        raise typer.Exit(2)
+    try:
+        loaded = (
+            load_named(train_data, settings.data_dir)
+            if train_data in NAMED_DATASETS
+            else load_dataset(train_data, fmt)
+        )
+    except DatasetError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    records_in = loaded.records[:limit] if limit else loaded.records
+    catalog = LabelCatalog.from_data_dir(settings.data_dir)
+    summary = ConversionSummary()
+    converted = list(convert_records(track(records_in, "converting", len(records_in)), catalog, summary))
+    train_records, val_records = split_train_validation(converted, validation_share)
+    if not train_records or not val_records:
+        console.print(
+            f"[red]error:[/red] {len(converted)} converted records leave {len(train_records)} for training and "
+            f"{len(val_records)} for validation; use more data or another --validation-share"
+        )
+        raise typer.Exit(2)
+    words = None if max_description_words < 0 else max_description_words
+    retriever = None
+    data_info: dict[str, Any] = {
+        "datasets": [train_data],
+        "records_in": summary.records_in,
+        "converted": summary.converted,
+        "skipped": dict(summary.skipped),
+        "validation_share": validation_share,
+        "max_description_words": words,
+    }
+    if mode in RAG_MODES:
+        retriever = CandidateRetriever(
+            open_memory(memory_dir), k_entities=k_entities, k_relations=k_relations
+        )
+        data_info["retriever"] = {
+            "memory": str(memory_dir or default_memory_dir()),
+            "k_entities": k_entities,
+            "k_relations": k_relations,
+            "max_n": retriever.max_n,
+            "max_description_words": retriever.max_description_words,
+        }
+        console.print("retrieving candidates for the rag inputs")
+    train_examples = build_examples(train_records, mode, retriever=retriever, max_description_words=words)
+    val_examples = build_examples(val_records, mode, retriever=retriever, max_description_words=words)
+    console.print(
+        f"{len(train_examples)} training and {len(val_examples)} validation examples "
+        f"({summary.converted} of {summary.records_in} records converted)"
+    )
+    from pgmr.generators.seq2seq.train import TrainConfig, train_seq2seq
+
+    try:
+        config = TrainConfig(
+            preset=preset,
+            base=base,
+            vocab_size=vocab_size,
+            max_source_len=max_source_len,
+            max_target_len=max_target_len,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            warmup_steps=warmup_steps,
+            epochs=epochs,
+            max_steps=max_steps,
+            max_minutes=max_minutes,
+            eval_steps=eval_steps,
+            max_eval_examples=max_eval_examples,
+            seed=seed,
+            num_beams=num_beams,
+            progress=progress,
+            command=shlex.join(["pgmr", *sys.argv[1:]]),
+        )
+        result = train_seq2seq(train_examples, val_examples, out_dir, config, data_info=data_info)
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    table = Table(title=f"pgmr train ({mode}): validation of the kept model")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for key in ("exact_match", "parse_rate", "token_accuracy", "loss"):
+        if key in result.metrics:
+            table.add_row(key, f"{result.metrics[key]:.4f}")
+    table.add_row("steps", str(result.global_step))
+    table.add_row("parameters", f"{result.parameters:,}")
+    table.add_row("wall seconds", f"{result.wall_seconds:.1f}")
+    if result.stopped_by_budget:
+        table.add_row("stopped", "wall budget reached")
+    if result.resumed_from:
+        table.add_row("resumed from", Path(result.resumed_from).name)
+    out.print(table)
+    cut = result.card.get("data", {}).get("truncated_targets", 0)
+    if cut:
+        console.print(
+            f"[yellow]warning:[/yellow] {cut} of {len(train_examples)} training targets were longer than "
+            f"--max-target-len {max_target_len} tokens and were cut"
+        )
+    console.print(f"model written to {result.model_dir}")

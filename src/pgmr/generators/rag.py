@@ -1,0 +1,118 @@
+"""Candidate retrieval for the RAG baselines: question n-grams -> memory hits -> a block of candidate lines.
+
+The block is what a RAG generator sees beside the question, one candidate per line:
+
+    Q1055 Hamburg: city and state in northern Germany
+    P1082 population: number of people inhabiting the place
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pgmr.kg.ids import Kind, id_number
+
+if TYPE_CHECKING:
+    from pgmr.memory import Memory
+
+_WORD = re.compile(r"\w+(?:['’.\-]\w+)*")
+
+_STOP_WORDS_TEXT = """a about above after all also am an and any are as at be been being before below between both but by
+    can could did do does doing down during each few for from further had has have having he her here hers
+    him his how i if in into is it its itself let me more most my no nor not of off on once only or other
+    our ours out over own same she should so some such than that the their theirs them then there these
+    they this those through to too under until up very was we were what when where which while who whom
+    whose why will with would you your yours tell give name list mention"""
+STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: str
+    label: str
+    description: str | None
+    score: float
+
+    def line(self, max_description_words: int | None = 8) -> str:
+        words = (self.description or "").split()
+        description = " ".join(words if max_description_words is None else words[:max_description_words])
+        return f"{self.id} {self.label}: {description}" if description else f"{self.id} {self.label}"
+
+
+def question_ngrams(question: str, max_n: int = 3) -> list[str]:
+    """Word n-grams (n = 1..max_n) in order of appearance, unique, skipping those made only of stop words."""
+    words = _WORD.findall(question)
+    grams: dict[str, None] = {}
+    for n in range(1, max_n + 1):
+        for start in range(len(words) - n + 1):
+            gram = words[start : start + n]
+            if all(w.lower() in STOP_WORDS for w in gram):
+                continue
+            grams.setdefault(" ".join(gram), None)
+    return list(grams)
+
+
+class CandidateRetriever:
+    """Top entity and relation IDs for questions, searched in a `Memory` by the questions' word n-grams."""
+
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        k_entities: int = 5,
+        k_relations: int = 5,
+        max_n: int = 3,
+        max_description_words: int | None = 8,
+        chunk_size: int = 1024,
+    ) -> None:
+        if k_entities < 0 or k_relations < 0 or max_n < 1 or chunk_size < 1:
+            raise ValueError("need k_entities, k_relations >= 0, max_n >= 1 and chunk_size >= 1")
+        self.memory = memory
+        self.k = {"entity": k_entities, "relation": k_relations}
+        self.max_n = max_n
+        self.max_description_words = max_description_words
+        # Questions per search call: all their n-grams are embedded at once, which bounds memory use.
+        self.chunk_size = chunk_size
+
+    def candidates(self, questions: Sequence[str]) -> list[list[Candidate]]:
+        """Per question: its top entities (best first), then its top relations (best first)."""
+        if isinstance(questions, str):
+            raise TypeError("candidates takes a sequence of questions, not one string")
+        results: list[list[Candidate]] = []
+        for start in range(0, len(questions), self.chunk_size):
+            results.extend(self._chunk(questions[start : start + self.chunk_size]))
+        return results
+
+    def contexts(self, questions: Sequence[str]) -> list[str]:
+        """Per question, the candidate block (lines joined by newlines; empty when nothing was found)."""
+        return [
+            "\n".join(c.line(self.max_description_words) for c in found)
+            for found in self.candidates(questions)
+        ]
+
+    def context(self, question: str) -> str:
+        return self.contexts([question])[0]
+
+    def _chunk(self, questions: Sequence[str]) -> list[list[Candidate]]:
+        grams = [question_ngrams(q, self.max_n) for q in questions]
+        texts = list(dict.fromkeys(g for per_question in grams for g in per_question))
+        position = {text: i for i, text in enumerate(texts)}
+        out: list[list[Candidate]] = [[] for _ in questions]
+        kinds: tuple[Kind, ...] = ("entity", "relation")
+        for kind in kinds:
+            k = self.k[kind]
+            if not k or not texts:
+                continue
+            hits = self.memory.dictionary(kind).search(texts, k=k)
+            for i, per_question in enumerate(grams):
+                best: dict[str, Candidate] = {}
+                for gram in per_question:
+                    for hit in hits[position[gram]]:
+                        if hit.id not in best or hit.score > best[hit.id].score:
+                            best[hit.id] = Candidate(hit.id, hit.label, hit.description, hit.score)
+                ranked = sorted(best.values(), key=lambda c: (-c.score, id_number(c.id), c.id))
+                out[i].extend(ranked[:k])
+        return out

@@ -1,0 +1,108 @@
+"""A trained seq2seq generator loaded from its model directory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from pgmr.generators.base import RAG_MODES, check_mode
+from pgmr.generators.examples import source_text
+from pgmr.generators.seq2seq.card import read_model_card, resolve_model_dir
+
+
+class Seq2SeqGenerator:
+    """Implements `pgmr.generators.Generator`: greedy (num_beams=1) or beam search, batched."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        mode: str,
+        *,
+        max_source_len: int = 256,
+        max_new_tokens: int = 256,
+        num_beams: int = 1,
+        card: dict[str, Any] | None = None,
+    ) -> None:
+        if num_beams < 1 or max_new_tokens < 1 or max_source_len < 1:
+            raise ValueError("num_beams, max_new_tokens and max_source_len must be positive")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.mode = check_mode(mode)
+        self.max_source_len = max_source_len
+        self.max_new_tokens = max_new_tokens
+        self.num_beams = num_beams
+        self.card = card or {}
+
+    @classmethod
+    def load(
+        cls,
+        path: Path | str,
+        device: str = "cpu",
+        *,
+        num_beams: int | None = None,
+        max_new_tokens: int | None = None,
+    ) -> Seq2SeqGenerator:
+        """`path`: a model directory (with model_card.json) or the training output directory holding `model/`.
+        Unset settings come from the card (what validation used)."""
+        model_dir = resolve_model_dir(path)
+        card = read_model_card(model_dir)
+        generation = card.get("generation", {})
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).to(torch.device(device))
+        return cls(
+            model,
+            tokenizer,
+            card["mode"],
+            max_source_len=int(generation.get("max_source_len", 256)),
+            max_new_tokens=max_new_tokens or int(generation.get("max_new_tokens", 256)),
+            num_beams=num_beams or int(generation.get("num_beams", 1)),
+            card=card,
+        )
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def generate(
+        self, questions: Sequence[str], *, contexts: Sequence[str] | None = None, batch_size: int = 16
+    ) -> list[str]:
+        """One raw output text per question, in order. RAG modes need one candidate block per question."""
+        if isinstance(questions, str):
+            raise TypeError("generate takes a sequence of questions, not one string")
+        if batch_size < 1:
+            raise ValueError("batch_size must be positive")
+        if self.mode in RAG_MODES:
+            if contexts is None or len(contexts) != len(questions):
+                raise ValueError(f"mode {self.mode!r} needs one context (candidate block) per question")
+            sources = [source_text(q, c) for q, c in zip(questions, contexts, strict=True)]
+        else:
+            sources = [source_text(q) for q in questions]
+        # Similar lengths in a batch waste less padding; the outputs are put back in input order.
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        outputs: list[str] = [""] * len(sources)
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            for i, text in zip(batch, self._generate_batch([sources[i] for i in batch]), strict=True):
+                outputs[i] = text
+        return outputs
+
+    def _generate_batch(self, sources: list[str]) -> list[str]:
+        encoded = self.tokenizer(
+            sources, padding=True, truncation=True, max_length=self.max_source_len, return_tensors="pt"
+        ).to(self.device)
+        with torch.inference_mode():
+            generated = self.model.generate(
+                input_ids=encoded["input_ids"],
+                attention_mask=encoded["attention_mask"],
+                max_new_tokens=self.max_new_tokens,
+                num_beams=self.num_beams,
+                do_sample=False,
+            )
+        return self.tokenizer.batch_decode(
+            generated, skip_special_tokens=True, clean_up_tokenization_spaces=False
+        )

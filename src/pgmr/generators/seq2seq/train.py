@@ -1,0 +1,442 @@
+"""Training on `Seq2SeqTrainer`: periodic validation by generation, best-model selection, resume, wall budget.
+
+`out_dir` layout:
+
+    run.json                  mode and model of the run, checked when a later call resumes into the same dir
+    checkpoints/checkpoint-N  Trainer checkpoints (model, tokenizer, optimizer, scheduler, RNG, trainer state)
+    model/                    the final (best) model + tokenizer + model_card.json + README.md, written atomically
+
+A call with checkpoints in `out_dir` resumes from the last one; `max_steps` / `epochs` count from step 0 of the
+run, so raising them continues training.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    DataCollatorForSeq2Seq,
+    PreTrainedTokenizerBase,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+    TrainerCallback,
+    set_seed,
+)
+from transformers.trainer_utils import get_last_checkpoint
+
+from pgmr import __version__
+from pgmr.generators.base import PGMR_MODES, check_mode
+from pgmr.generators.examples import Example
+from pgmr.generators.seq2seq.card import FINAL_MODEL_DIR, MODEL_CARD, card_readme
+from pgmr.generators.seq2seq.model import PRESETS, build_model, count_parameters, load_base
+from pgmr.generators.seq2seq.tokenizer import train_tokenizer
+
+log = logging.getLogger(__name__)
+
+CHECKPOINTS_DIR = "checkpoints"
+RUN_FILE = "run.json"
+SELECTION_METRIC = "selection_score"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    preset: str = "small"
+    base: str | None = None  # a seq2seq checkpoint dir (or hub name); replaces `preset` and the tokenizer
+    vocab_size: int = 4000
+    max_source_len: int = 256
+    max_target_len: int = 256
+    batch_size: int = 16
+    eval_batch_size: int | None = None
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.0
+    warmup_steps: int = 100
+    epochs: float = 20.0
+    max_steps: int | None = None  # overrides epochs
+    max_minutes: float | None = None  # wall budget of this call; stops at the first step past it
+    eval_steps: int = 500  # validation and checkpoint interval
+    max_eval_examples: int | None = 512  # periodic validation generates; this bounds its cost
+    save_total_limit: int = 2
+    seed: int = 42
+    num_beams: int = 1
+    gradient_accumulation_steps: int = 1
+    logging_steps: int = 50
+    bf16: bool = False
+    progress: bool = True
+    command: str | None = None  # recorded in the model card; default: this process's argv
+
+    def __post_init__(self) -> None:
+        if self.base is None and self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESETS)}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError("max_steps must be positive")
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ValueError("max_minutes must be positive")
+        if min(self.max_source_len, self.max_target_len, self.batch_size, self.eval_steps) < 1:
+            raise ValueError("lengths, batch size and eval_steps must be positive")
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    model_dir: Path
+    mode: str
+    global_step: int
+    resumed_from: str | None
+    stopped_by_budget: bool
+    wall_seconds: float
+    parameters: int
+    metrics: Mapping[str, float] = field(default_factory=dict)  # validation metrics of the kept model
+    card: Mapping[str, Any] = field(default_factory=dict)
+
+
+class _Features(torch.utils.data.Dataset):
+    def __init__(self, rows: list[dict[str, list[int]]]) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> dict[str, list[int]]:
+        return self.rows[index]
+
+
+@dataclass(frozen=True)
+class _LengthStats:
+    mean_source_tokens: float
+    mean_target_tokens: float
+    truncated_sources: int
+    truncated_targets: int
+
+
+def _encode(
+    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_len: int
+) -> tuple[list[list[int]], float, int]:
+    """Token ids (ending with eos) cut to `max_len` keeping the final eos; mean untruncated length; cut count."""
+    ids = tokenizer(list(texts))["input_ids"] if texts else []
+    eos = tokenizer.eos_token_id
+    out: list[list[int]] = []
+    cut = 0
+    for seq in ids:
+        if len(seq) > max_len:
+            cut += 1
+            seq = seq[: max_len - 1] + ([eos] if eos is not None else [seq[max_len - 1]])
+        out.append(seq)
+    mean = float(np.mean([len(s) for s in ids])) if ids else 0.0
+    return out, mean, cut
+
+
+def _features(
+    tokenizer: PreTrainedTokenizerBase, examples: Sequence[Example], config: TrainConfig
+) -> tuple[_Features, _LengthStats]:
+    sources, mean_src, cut_src = _encode(tokenizer, [e.source for e in examples], config.max_source_len)
+    targets, mean_tgt, cut_tgt = _encode(tokenizer, [e.target for e in examples], config.max_target_len)
+    rows = [
+        {"input_ids": s, "attention_mask": [1] * len(s), "labels": t}
+        for s, t in zip(sources, targets, strict=True)
+    ]
+    return _Features(rows), _LengthStats(mean_src, mean_tgt, cut_src, cut_tgt)
+
+
+def _metrics_fn(tokenizer: PreTrainedTokenizerBase, mode: str, decoder_start: int | None):  # type: ignore[no-untyped-def]
+    from pgmr.query import IntermediateQueryError, parse
+
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def compute(eval_pred: Any) -> dict[str, float]:
+        preds, labels = eval_pred.predictions, eval_pred.label_ids
+        if isinstance(preds, tuple):
+            preds = preds[0]
+        # Batches are concatenated with -100 padding; generated rows start with the decoder start token.
+        preds = np.where(preds < 0, pad, preds)
+        label_mask = labels >= 0
+        labels = np.where(label_mask, labels, pad)
+        predicted = tokenizer.batch_decode(
+            preds, skip_special_tokens=True, clean_up_tokenization_spaces=False
+        )
+        gold = tokenizer.batch_decode(labels, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        n = max(len(gold), 1)
+        exact = float(np.mean([p.strip() == g.strip() for p, g in zip(predicted, gold, strict=True)]))
+        if decoder_start is not None and preds.shape[1] and (preds[:, 0] == decoder_start).all():
+            preds = preds[:, 1:]
+        width = labels.shape[1]
+        if preds.shape[1] < width:
+            preds = np.pad(preds, ((0, 0), (0, width - preds.shape[1])), constant_values=pad)
+        hits = (preds[:, :width] == labels) & label_mask
+        token_accuracy = float(np.mean(hits.sum(1) / np.maximum(label_mask.sum(1), 1)))
+        metrics = {
+            "exact_match": exact,
+            "token_accuracy": token_accuracy,
+            # Exact match decides; token accuracy only breaks its ties (its weight is below one example),
+            # so that the many all-zero evaluations of a young model still keep the better checkpoint.
+            SELECTION_METRIC: exact + token_accuracy * 0.5 / n,
+        }
+        if mode in PGMR_MODES:
+            parsed = 0
+            for text in predicted:
+                try:
+                    parse(text)
+                    parsed += 1
+                except IntermediateQueryError:
+                    pass
+            metrics["parse_rate"] = parsed / n
+        return metrics
+
+    return compute
+
+
+class WallClockBudget(TrainerCallback):
+    """Stops training at the first step end past `seconds`, and has that step evaluated and checkpointed so
+    that the best model so far is kept and the run can be resumed."""
+
+    def __init__(self, seconds: float, started: float | None = None) -> None:
+        self.seconds = seconds
+        self.started = time.monotonic() if started is None else started
+        self.stopped = False
+
+    def _over(self, args: Any) -> bool:
+        over = time.monotonic() - self.started >= self.seconds
+        # Ranks must agree, or the ones that go on would wait forever in a collective operation.
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            flag = torch.tensor([1.0 if over else 0.0], device=args.device)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            over = bool(flag.item())
+        return over
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if not self.stopped and self._over(args):
+            self.stopped = True
+            control.should_training_stop = True
+            control.should_evaluate = True
+            control.should_save = True
+        return control
+
+
+def _check_run(out_dir: Path, run: dict[str, Any]) -> None:
+    """Refuse to resume a run of another mode or model into the same directory."""
+    path = out_dir / RUN_FILE
+    if not path.is_file():
+        return
+    previous = json.loads(path.read_text(encoding="utf-8"))
+    for key in ("mode", "model"):
+        if previous.get(key) != run.get(key):
+            raise ValueError(
+                f"{out_dir} holds a run with {key}={previous.get(key)!r}, not {run.get(key)!r}; "
+                "choose another output directory"
+            )
+
+
+def _best_metrics(state: Any) -> tuple[dict[str, float], int | None]:
+    """The validation metrics logged for the kept checkpoint (else the last evaluation)."""
+    evals = [entry for entry in state.log_history if "eval_exact_match" in entry]
+    if not evals:
+        return {}, None
+    best_step = None
+    if state.best_model_checkpoint:
+        try:
+            best_step = int(Path(state.best_model_checkpoint).name.rsplit("-", 1)[1])
+        except (IndexError, ValueError):
+            best_step = None
+    entry = next((e for e in evals if e.get("step") == best_step), evals[-1])
+    metrics = {
+        key[len("eval_") :]: float(value)
+        for key, value in entry.items()
+        if key.startswith("eval_")
+        and isinstance(value, int | float)
+        and not key.endswith(("_runtime", "_per_second"))
+    }
+    return metrics, entry.get("step")
+
+
+def _replace_dir(new: Path, target: Path) -> None:
+    """Rename `new` over `target`; an existing target is moved aside first and deleted after the rename."""
+    if target.exists():
+        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:12]}"
+        os.rename(target, old)
+        try:
+            os.rename(new, target)
+        except BaseException:
+            os.rename(old, target)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(new, target)
+
+
+def train_seq2seq(
+    train_examples: Sequence[Example],
+    val_examples: Sequence[Example],
+    out_dir: Path | str,
+    config: TrainConfig,
+    *,
+    data_info: Mapping[str, Any] | None = None,
+) -> TrainResult:
+    """Train (or resume) a generator into `out_dir`; the kept model ends up in `out_dir/model`.
+
+    `data_info` (dataset names, retriever settings, ...) is recorded in the model card as given.
+    """
+    started = time.monotonic()
+    if not train_examples or not val_examples:
+        raise ValueError("need at least one training and one validation example")
+    modes = {e.mode for e in (*train_examples, *val_examples)}
+    if len(modes) != 1:
+        raise ValueError(f"examples of several modes: {sorted(modes)}")
+    mode = check_mode(modes.pop())
+    out_dir = Path(out_dir)
+    checkpoints = out_dir / CHECKPOINTS_DIR
+    model_name = {"base": config.base} if config.base else {"preset": config.preset}
+    run = {"mode": mode, "model": model_name}
+    _check_run(out_dir, run)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
+
+    set_seed(config.seed)
+    if last:
+        # The checkpoint's own tokenizer: a retrained one could number tokens differently.
+        tokenizer = AutoTokenizer.from_pretrained(last)
+        model = AutoModelForSeq2SeqLM.from_pretrained(last)
+    elif config.base:
+        model, tokenizer = load_base(config.base, need_newlines=mode in PGMR_MODES)
+    else:
+        texts = [t for e in train_examples for t in (e.source, e.target)]
+        tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size)
+        model = build_model(config.preset, tokenizer)
+    (out_dir / RUN_FILE).write_text(json.dumps(run, indent=2) + "\n", encoding="utf-8")
+
+    evaluated = list(val_examples[: config.max_eval_examples] if config.max_eval_examples else val_examples)
+    train_set, train_lengths = _features(tokenizer, train_examples, config)
+    eval_set, _ = _features(tokenizer, evaluated, config)
+    if train_lengths.truncated_targets:
+        log.warning(
+            "%d of %d training targets exceed max_target_len=%d tokens and are cut (they cannot be learned whole)",
+            train_lengths.truncated_targets,
+            len(train_examples),
+            config.max_target_len,
+        )
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(checkpoints),
+        per_device_train_batch_size=config.batch_size,
+        per_device_eval_batch_size=config.eval_batch_size or config.batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        learning_rate=config.learning_rate,
+        weight_decay=config.weight_decay,
+        warmup_steps=config.warmup_steps,
+        num_train_epochs=config.epochs,
+        max_steps=config.max_steps or -1,
+        eval_strategy="steps",
+        eval_steps=config.eval_steps,
+        save_strategy="steps",
+        save_steps=config.eval_steps,
+        save_total_limit=config.save_total_limit,
+        load_best_model_at_end=True,
+        metric_for_best_model=SELECTION_METRIC,
+        greater_is_better=True,
+        predict_with_generate=True,
+        generation_max_length=config.max_target_len,
+        generation_num_beams=config.num_beams,
+        logging_steps=config.logging_steps,
+        report_to="none",
+        seed=config.seed,
+        data_seed=config.seed,
+        disable_tqdm=not config.progress,
+        bf16=config.bf16,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),
+    )
+    budget = WallClockBudget(config.max_minutes * 60.0, started) if config.max_minutes else None
+    trainer = Seq2SeqTrainer(
+        model=model,
+        args=args,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+        train_dataset=train_set,
+        eval_dataset=eval_set,
+        processing_class=tokenizer,
+        compute_metrics=_metrics_fn(tokenizer, mode, model.config.decoder_start_token_id),
+        callbacks=[budget] if budget else None,
+    )
+    trainer.train(resume_from_checkpoint=last)
+    metrics, best_step = _best_metrics(trainer.state)
+    wall = time.monotonic() - started
+    parameters = count_parameters(trainer.model)
+    card = {
+        "pgmr_version": __version__,
+        "format": "pgmr-generator/1",
+        "backend": "seq2seq",
+        "mode": mode,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "model": {
+            **model_name,
+            "architecture": type(trainer.model).__name__,
+            "parameters": parameters,
+            "vocab_size": len(tokenizer),
+        },
+        "data": {
+            **dict(data_info or {}),
+            "train_examples": len(train_examples),
+            "validation_examples": len(val_examples),
+            "validation_examples_evaluated": len(evaluated),
+            "mean_source_tokens": round(train_lengths.mean_source_tokens, 2),
+            "mean_target_tokens": round(train_lengths.mean_target_tokens, 2),
+            "truncated_sources": train_lengths.truncated_sources,
+            "truncated_targets": train_lengths.truncated_targets,
+        },
+        "training": {
+            "global_step": trainer.state.global_step,
+            "epochs": round(float(trainer.state.epoch or 0.0), 4),
+            "best_step": best_step,
+            "wall_seconds": round(wall, 1),
+            "stopped_by_budget": bool(budget and budget.stopped),
+            "resumed_from": Path(last).name if last else None,
+            "config": asdict(config),
+        },
+        "validation": metrics,
+        "generation": {
+            "max_source_len": config.max_source_len,
+            "max_new_tokens": config.max_target_len,
+            "num_beams": config.num_beams,
+        },
+        "command": config.command or shlex.join(sys.argv),
+    }
+    model_dir = out_dir / FINAL_MODEL_DIR
+    _save_final(trainer, model_dir, card)
+    return TrainResult(
+        model_dir=model_dir,
+        mode=mode,
+        global_step=trainer.state.global_step,
+        resumed_from=last,
+        stopped_by_budget=bool(budget and budget.stopped),
+        wall_seconds=wall,
+        parameters=parameters,
+        metrics=metrics,
+        card=card,
+    )
+
+
+def _save_final(trainer: Seq2SeqTrainer, model_dir: Path, card: Mapping[str, Any]) -> None:
+    """Model, tokenizer, card and README into a sibling temp dir, then renamed over `model_dir`."""
+    # A fixed name: every rank must pass the same path to save_model (sharded setups gather collectively).
+    tmp = model_dir.parent / f".{model_dir.name}.partial"
+    if trainer.is_world_process_zero():
+        shutil.rmtree(tmp, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
+    trainer.save_model(str(tmp))
+    if trainer.is_world_process_zero():
+        (tmp / "training_args.bin").unlink(missing_ok=True)
+        (tmp / MODEL_CARD).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (tmp / "README.md").write_text(card_readme(card), encoding="utf-8")
+        _replace_dir(tmp, model_dir)
+    trainer.accelerator.wait_for_everyone()

@@ -1,0 +1,208 @@
+"""Generators: examples per mode, candidate retrieval, tokenizer, and a tiny T5 trained, resumed and loaded."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pgmr.conversion import ConvertedRecord, convert_sparql
+from pgmr.generators import MODES, CandidateRetriever, Generator, build_examples, question_ngrams
+from pgmr.kg.catalog import CatalogEntry, LabelCatalog
+from pgmr.query import parse
+
+ENTITIES = {
+    "Q1055": ("Hamburg", "city and state in northern Germany, second largest city of the country"),
+    "Q64": ("Berlin", "capital and largest city of Germany"),
+    "Q183": ("Germany", "country in Central Europe"),
+    "Q142": ("France", "country in Western Europe"),
+    "Q90": ("Paris", "capital and largest city of France"),
+    "Q5": ("human", None),
+}
+PROPERTIES = {
+    "P1082": ("population", "number of people inhabiting the place; number of people of subject"),
+    "P36": (
+        "capital",
+        "seat of government of a country, province, state or other type of administrative area",
+    ),
+    "P31": ("instance of", "that class of which this subject is a particular example and member"),
+}
+CATALOG = LabelCatalog(
+    [CatalogEntry(i, label, desc) for i, (label, desc) in {**ENTITIES, **PROPERTIES}.items()]
+)
+
+
+def _record(uid: int, question: str, sparql: str) -> ConvertedRecord:
+    query, mapping = convert_sparql(sparql, CATALOG)
+    return ConvertedRecord(str(uid), question, sparql, query.to_text(), tuple(mapping.items()), "test")
+
+
+def _records() -> list[ConvertedRecord]:
+    records = []
+    for qid in ("Q1055", "Q64", "Q183", "Q142", "Q90"):
+        name = ENTITIES[qid][0]
+        for pid, template in (
+            ("P1082", "How many people live in {}?"),
+            ("P36", "What is the capital of {}?"),
+        ):
+            sparql = f"SELECT ?x WHERE {{ wd:{qid} wdt:{pid} ?x }}"
+            records.append(_record(len(records), template.format(name), sparql))
+        records.append(_record(len(records), f"Is {name} a human?", f"ASK {{ wd:{qid} wdt:P31 wd:Q5 }}"))
+    records.append(
+        _record(len(records), "Is Berlin the capital of Germany?", "ASK { wd:Q183 wdt:P36 wd:Q64 }")
+    )
+    return records
+
+
+RECORDS = _records()  # 16
+
+
+@pytest.fixture(scope="module")
+def retriever(encoder) -> CandidateRetriever:  # type: ignore[no-untyped-def]
+    from pgmr.memory import Memory
+
+    memory = Memory.build_in_memory(CATALOG, encoder, progress=False)
+    return CandidateRetriever(memory, k_entities=2, k_relations=2)
+
+
+def test_pgmr_examples_parse_and_cut_descriptions() -> None:
+    examples = build_examples(RECORDS, "pgmr", max_description_words=2)
+    assert [e.source for e in examples[:2]] == [
+        "How many people live in Hamburg?",
+        "What is the capital of Hamburg?",
+    ]
+    for example in examples:
+        query = parse(example.target)
+        assert query.to_text() == example.target
+        assert all(len(p.description.split()) <= 2 for p in query.placeholders)
+    assert "entity0 = [ENT] Hamburg [/ENT] city and\n" in examples[0].target
+    no_desc = parse(build_examples(RECORDS[:1], "pgmr", max_description_words=0)[0].target)
+    assert [p.description for p in no_desc.placeholders] == ["", ""]
+    whole = build_examples(RECORDS[:1], "pgmr", max_description_words=None)[0].target
+    assert whole == RECORDS[0].intermediate
+
+
+def test_direct_examples_carry_ids_without_prefixes() -> None:
+    examples = build_examples(RECORDS, "direct")
+    assert examples[0].target == "SELECT ?x WHERE { wd:Q1055 wdt:P1082 ?x }"
+    assert examples[-1].target == "ASK { wd:Q183 wdt:P36 wd:Q64 }"
+    assert all("wd:Q" in e.target and "PREFIX" not in e.target and "entity" not in e.target for e in examples)
+
+
+def test_rag_examples_need_a_retriever() -> None:
+    with pytest.raises(ValueError, match="CandidateRetriever"):
+        build_examples(RECORDS, "rag")
+    with pytest.raises(ValueError, match="unknown mode"):
+        build_examples(RECORDS, "nope")
+
+
+def test_question_ngrams_skip_stop_words() -> None:
+    grams = question_ngrams("What is the capital of Germany?")
+    assert "capital" in grams and "Germany" in grams and "capital of Germany" in grams
+    assert "What is" not in grams and "of" not in grams and "is the" not in grams
+
+
+def test_rag_sources_list_candidates(retriever: CandidateRetriever) -> None:
+    rag = build_examples(RECORDS[:3], "rag", retriever=retriever)
+    rag_pgmr = build_examples(RECORDS[:3], "rag-pgmr", retriever=retriever)
+    question, *lines = rag[0].source.split("\n")
+    assert question == "How many people live in Hamburg?"
+    assert len(lines) == 4  # 2 entities, then 2 relations
+    assert lines[0] == "Q1055 Hamburg: city and state in northern Germany, second largest"  # 8 words
+    assert any(line.startswith("P1082 population: ") for line in lines[2:])
+    assert rag[0].target == "SELECT ?x WHERE { wd:Q1055 wdt:P1082 ?x }"
+    assert [e.source for e in rag_pgmr] == [e.source for e in rag]
+    assert all(parse(e.target) for e in rag_pgmr)
+    assert retriever.contexts([]) == []
+
+
+def test_tokenizer_round_trips_newlines_and_unicode() -> None:
+    from pgmr.generators.seq2seq import keeps_newlines, train_tokenizer
+
+    texts = [t for e in build_examples(RECORDS, "pgmr") for t in (e.source, e.target)]
+    tokenizer = train_tokenizer(texts, vocab_size=400)
+    assert len(tokenizer) <= 400 and keeps_newlines(tokenizer)
+    for text in [*texts, "Zürich ?x .\n\n  x0 = [ENT] São Paulo [/ENT] 東京"]:
+        ids = tokenizer(text)["input_ids"]
+        assert ids[-1] == tokenizer.eos_token_id
+        assert tokenizer.decode(ids, skip_special_tokens=True) == text
+
+
+TINY = {
+    "preset": "tiny",
+    "vocab_size": 320,
+    "max_source_len": 32,
+    "max_target_len": 48,
+    "batch_size": 8,
+    "eval_steps": 2,
+    "warmup_steps": 0,
+    "logging_steps": 100,
+    "progress": False,
+}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from pgmr.generators.seq2seq import TrainConfig, train_seq2seq
+
+    examples = build_examples(RECORDS, "pgmr", max_description_words=2)
+    examples = examples + [replace(e, id=f"{e.id}b") for e in examples[:6]]  # 22
+    out = tmp_path_factory.mktemp("gen") / "run"
+    config = TrainConfig(max_steps=2, command="pgmr train --mode pgmr", **TINY)  # type: ignore[arg-type]
+    result = train_seq2seq(examples[:18], examples[18:], out, config, data_info={"datasets": ["handmade"]})
+    return examples, out, config, result
+
+
+def test_training_writes_a_complete_model_dir(trained) -> None:  # type: ignore[no-untyped-def]
+    _, out, _, result = trained
+    model_dir = out / "model"
+    assert result.model_dir == model_dir and result.global_step == 2 and result.resumed_from is None
+    for name in ("model.safetensors", "config.json", "tokenizer.json", "model_card.json", "README.md"):
+        assert (model_dir / name).is_file(), name
+    card = json.loads((model_dir / "model_card.json").read_text())
+    assert card["mode"] == "pgmr" and card["model"]["preset"] == "tiny"
+    assert 0 < card["model"]["parameters"] < 50_000
+    assert card["data"]["datasets"] == ["handmade"] and card["data"]["train_examples"] == 18
+    assert card["training"]["global_step"] == 2 and card["command"] == "pgmr train --mode pgmr"
+    assert {"exact_match", "parse_rate", "token_accuracy"} <= set(card["validation"])
+    assert "pgmr" in (model_dir / "README.md").read_text()
+    assert not list(out.glob(".model.*"))  # no temp dir left behind
+
+
+def test_loaded_generator_generates_a_batch(trained) -> None:  # type: ignore[no-untyped-def]
+    from pgmr.generators.seq2seq import Seq2SeqGenerator
+
+    _, out, _, _ = trained
+    generator = Seq2SeqGenerator.load(out, max_new_tokens=8)  # the run dir resolves to run/model
+    assert isinstance(generator, Generator) and generator.mode == "pgmr" and generator.mode in MODES
+    questions = ["How many people live in Paris?", "Is France a human?", "What is the capital of Germany?"]
+    outputs = generator.generate(questions, batch_size=2)
+    assert len(outputs) == 3 and all(isinstance(o, str) for o in outputs)
+    assert generator.generate(questions[1:2]) == [outputs[1]]  # batching and order do not change outputs
+
+
+def test_second_call_resumes_from_the_checkpoint(trained) -> None:  # type: ignore[no-untyped-def]
+    from pgmr.generators.seq2seq import TrainConfig, train_seq2seq
+
+    examples, out, config, _ = trained
+    result = train_seq2seq(examples[:18], examples[18:], out, replace(config, max_steps=4))
+    assert result.resumed_from is not None and Path(result.resumed_from).name == "checkpoint-2"
+    assert result.global_step == 4
+    assert json.loads((out / "model" / "model_card.json").read_text())["training"]["global_step"] == 4
+    with pytest.raises(ValueError, match="mode"):
+        direct = build_examples(RECORDS, "direct")
+        train_seq2seq(direct[:12], direct[12:], out, TrainConfig(max_steps=1, **TINY))  # type: ignore[arg-type]
+
+
+def test_budget_stop_keeps_a_loadable_best_model(trained, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from pgmr.generators.seq2seq import Seq2SeqGenerator, train_seq2seq
+
+    examples, _, config, _ = trained
+    budget = replace(config, max_steps=1000, max_minutes=1e-5)
+    result = train_seq2seq(examples[:18], examples[18:], tmp_path / "run", budget)
+    assert result.stopped_by_budget and result.global_step == 1
+    assert (tmp_path / "run" / "checkpoints" / "checkpoint-1").is_dir()
+    generator = Seq2SeqGenerator.load(result.model_dir, max_new_tokens=4)
+    assert len(generator.generate(["Is Paris a human?"])) == 1
