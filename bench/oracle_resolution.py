@@ -1,6 +1,6 @@
 """Oracle resolution on LC-QuAD 2.0: URI accuracy of the memory vs a string-lookup peer, in one run.
 
-    python bench/oracle_resolution.py [--split test|validation] [--memory DIR] [--lexical-weight W] [--prior-weight W]
+    python bench/oracle_resolution.py [--split test|validation] [--memory DIR] [--prior-weight W]
 
 Conditions and the peer are defined in pgmr.evaluation.oracle. Writes bench/results/oracle_resolution[-SPLIT].json.
 """
@@ -62,8 +62,9 @@ def main() -> None:
     parser.add_argument("--split", default="test", choices=("test", "validation"))
     parser.add_argument("--data-dir")
     parser.add_argument("--memory")
-    parser.add_argument("--lexical-weight", type=float, default=ResolverConfig.lexical_weight)
+
     parser.add_argument("--prior-weight", type=float, default=ResolverConfig.prior_weight)
+    parser.add_argument("--agreement-weight", type=float, default=ResolverConfig.agreement_weight)
     parser.add_argument("--limit", type=int, default=0, help="first N records only (smoke runs)")
     parser.add_argument("--conditions", default=",".join(CONDITIONS))
     args = parser.parse_args()
@@ -73,7 +74,7 @@ def main() -> None:
     if args.limit:
         records = records[: args.limit]
     cases = oracle_cases(records)
-    config = ResolverConfig(lexical_weight=args.lexical_weight, prior_weight=args.prior_weight)
+    config = ResolverConfig(prior_weight=args.prior_weight, agreement_weight=args.agreement_weight)
     resolver = Resolver(memory, config, Prior(prior_counts_for(args.split, data_dir)))
     peer = StringLookupPeer(catalog, ids=set(memory.entities.ids() | memory.relations.ids()))
 

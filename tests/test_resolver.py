@@ -130,7 +130,7 @@ def test_every_output_id_is_in_memory(memory: Memory, text: str) -> None:
     for config in (
         ResolverConfig(),
         ResolverConfig(k=1, search_k=1),
-        ResolverConfig(lexical_weight=0, prior_weight=0, fuzzy_k=0),
+        ResolverConfig(prior_weight=0, fuzzy_k=0),
     ):
         result = Resolver(memory, config).resolve(parse(text))
         assert isinstance(result, Resolution)

@@ -10,11 +10,12 @@ from pgmr.query.model import IntermediateQuery, Placeholder
 
 @dataclass(frozen=True)
 class Candidate:
-    """One memory entry proposed for a placeholder.
+    """One memory entry proposed for a placeholder, with the parts of its support (see ranking.py).
 
-    `dense` is the best cosine between the placeholder text and the entry's rows, `lexical` the best edit
-    similarity between the placeholder label and the entry's label or aliases; `similarity` blends them and is
-    the support that thresholds compare with; `score` adds the prominence prior and decides the ranking.
+    `label_similarity`: cosine of the placeholder label with the entry's rows; `lexical`: edit similarity of
+    the label with the entry's label/aliases; `description_similarity`: cosine of "label, description" with the
+    entry's rows (None when the placeholder has no description). `similarity` combines them and is what
+    thresholds compare with; `score` adds the prominence prior and decides the ranking.
     """
 
     id: str
@@ -22,8 +23,9 @@ class Candidate:
     description: str | None
     similarity: float
     score: float
-    dense: float = 0.0
+    label_similarity: float = 0.0
     lexical: float = 0.0
+    description_similarity: float | None = None
 
 
 @dataclass(frozen=True)

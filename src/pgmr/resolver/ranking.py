@@ -1,20 +1,27 @@
-"""How candidates are ranked: dense similarity, lexical similarity and a prominence prior.
+"""How candidates are ranked: label similarity, description similarity and a prominence prior.
 
-    similarity = (1 - lexical_weight) * dense + lexical_weight * lexical
-    score      = similarity + prior_weight * prior
+    label_sim  = max(cosine(label, candidate rows), edit_similarity(label, candidate label/aliases))
+    similarity = label_sim                                       (placeholder without description)
+               = (label_sim + cosine("label, description", candidate rows)) / 2     (with description)
+    score      = similarity + prior_weight * prior + agreement_weight * [description agreement]
 
-- dense: the best cosine between the placeholder text ("label, description", or the label alone when the
-  generator gave no description) and the candidate's rows. The memory holds, for every label and alias, a row
-  with the description and one without, so a label-only placeholder meets label-only rows instead of rows
-  diluted by descriptions it never saw.
-- lexical: the best normalized edit similarity (rapidfuzz ratio, after case, accent and whitespace
-  normalization) between the placeholder label and the candidate's label or aliases: robust to typos and case
-  where subword embeddings are not. Candidates come from the dense search plus every exact label/alias match
-  or, when there is none, the closest fuzzy matches.
+- The memory holds, for every label and alias, a row with the description and one without, so the label alone
+  meets label-only rows and "label, description" meets rows of its own shape.
+- Edit similarity is rapidfuzz's normalized ratio after case, accent and whitespace normalization. Subword
+  embeddings are fragile under typos ("dorqier" is nearer "Dollar" than "Dornier" for all-MiniLM-L6-v2); the
+  edit similarity is not, while the cosine catches paraphrases ("birthplace" for "place of birth"). Taking the
+  larger of the two keeps whichever evidence is stronger.
+- The description half separates homonyms, whose labels score the same.
+- Candidates come from both searches plus every exact label/alias match or, when there is none, the closest
+  fuzzy matches; scores a search did not return are computed from the stored vectors.
 - prior in [0, 1]: how prominent an ID is. With training counts (how often the ID occurs in training gold
   queries) it is 0.5 + 0.5 * log1p(count) / log1p(max count); IDs never seen fall back to the ID number,
   0.5 * (1 - log10(number) / 9) (older, lower Wikidata IDs tend to be the prominent sense of a label). With a
   small weight it only decides between near-ties, such as homonyms without descriptions.
+- description agreement: whether the placeholder and the candidate both have a description, or both lack one.
+  The training transformation writes an empty description exactly for IDs that have none, so a generator
+  trained on it does the same; the bonus applies only to queries with a description somewhere (their writer
+  describes), never to label-only writers, for whom an empty description says nothing.
 Thresholds for refusal apply to similarity (in [0, 1] for normalized embeddings), never to the prior.
 """
 

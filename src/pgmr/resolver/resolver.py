@@ -29,8 +29,11 @@ class ResolverConfig:
     relation_threshold: float = 0.0
     # Rows retrieved per placeholder before re-ranking; the top `k` are kept as evidence.
     search_k: int = 50
-    lexical_weight: float = 0.3
     prior_weight: float = 0.02
+    # Bonus when placeholder and candidate agree on having a description. The training transformation writes an
+    # empty description exactly for IDs without one, so a generator trained on it does the same; it applies only
+    # to queries that give a description somewhere (their writer describes), never to label-only writers.
+    agreement_weight: float = 0.03
     # When no label/alias matches exactly, the `fuzzy_k` closest ones (edit similarity >= fuzzy_cutoff) join.
     fuzzy_k: int = 10
     fuzzy_cutoff: float = 0.8
@@ -43,9 +46,8 @@ class ResolverConfig:
             value = getattr(self, name)
             if not -1.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be a similarity in [-1, 1], got {value}")
-        for name in ("lexical_weight", "fuzzy_cutoff"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1]")
+        if not 0.0 <= self.fuzzy_cutoff <= 1.0:
+            raise ValueError("fuzzy_cutoff must be in [0, 1]")
         if self.prior_weight < 0 or self.fuzzy_k < 0:
             raise ValueError("prior_weight and fuzzy_k must be >= 0")
 
@@ -108,59 +110,99 @@ class Resolver:
     def resolve_many(self, queries: Sequence[IntermediateQuery]) -> list[Resolution | Refusal]:
         """Batched: all placeholders of one kind across the queries are embedded and searched together."""
         evidence: dict[tuple[int, str], PlaceholderEvidence] = {}
+        describing = [any(p.description for p in q.placeholders) for q in queries]
         for kind in ("entity", "relation"):
             slots = [(i, p) for i, q in enumerate(queries) for p in q.placeholders if p.kind == kind]
-            for (i, p), ev in zip(slots, self.candidates([p for _, p in slots], kind), strict=True):
+            describes = [describing[i] for i, _ in slots]
+            for (i, p), ev in zip(
+                slots, self.candidates([p for _, p in slots], kind, describes), strict=True
+            ):
                 evidence[(i, p.name)] = ev
         return [
             self._decide(q, [evidence[(i, p.name)] for p in q.placeholders]) for i, q in enumerate(queries)
         ]
 
-    def candidates(self, placeholders: Sequence[Placeholder], kind: Kind) -> list[PlaceholderEvidence]:
-        """Ranked candidates (the top k) for placeholders of one kind."""
+    def candidates(
+        self, placeholders: Sequence[Placeholder], kind: Kind, describing: Sequence[bool] | None = None
+    ) -> list[PlaceholderEvidence]:
+        """Ranked candidates (the top k) for placeholders of one kind: one search with the label alone and, for
+        placeholders with a description, one with label and description."""
         if not placeholders:
             return []
         dictionary = self.memory.dictionary(kind)
+        labels = [p.label for p in placeholders]
         texts = [placeholder_text(p) for p in placeholders]
-        vectors = self.memory.encoder.encode(texts, batch_size=self.config.batch_size)
-        hits = dictionary.search_vectors(vectors, k=self.config.search_k)
+        described = [i for i, p in enumerate(placeholders) if p.description]
+        vectors = self.memory.encoder.encode(
+            labels + [texts[i] for i in described], batch_size=self.config.batch_size
+        )
+        label_vectors, full_vectors = vectors[: len(labels)], vectors[len(labels) :]
+        label_hits = dictionary.search_vectors(label_vectors, k=self.config.search_k)
+        full_hits: list[list[MemoryHit] | None] = [None] * len(placeholders)
+        full_vector: list[np.ndarray | None] = [None] * len(placeholders)
+        if described:
+            for i, hits, vector in zip(
+                described,
+                dictionary.search_vectors(full_vectors, k=self.config.search_k),
+                full_vectors,
+                strict=True,
+            ):
+                full_hits[i], full_vector[i] = hits, vector
         return [
-            self._rank(p, text, vector, found, dictionary)
-            for p, text, vector, found in zip(placeholders, texts, vectors, hits, strict=True)
+            self._rank(
+                p,
+                texts[i],
+                dictionary,
+                label_vectors[i],
+                label_hits[i],
+                full_vector[i],
+                full_hits[i],
+                describing[i] if describing is not None else bool(p.description),
+            )
+            for i, p in enumerate(placeholders)
         ]
 
     def _rank(
         self,
         placeholder: Placeholder,
         text: str,
-        vector: np.ndarray,
-        hits: list[MemoryHit],
         dictionary: MemoryDictionary,
+        label_vector: np.ndarray,
+        label_hits: list[MemoryHit],
+        full_vector: np.ndarray | None,
+        full_hits: list[MemoryHit] | None,
+        describing: bool,
     ) -> PlaceholderEvidence:
         cfg = self.config
         lexicon = self.lexicon(placeholder.kind)
         key = normalize_label(placeholder.label)
-        dense = {h.id: h.score for h in hits}
         # Label matches join the dense hits: exact ones always, the closest fuzzy ones when none is exact.
         lexical_ids = lexicon.exact(key, cfg.search_k) or lexicon.fuzzy(key, cfg.fuzzy_k, cfg.fuzzy_cutoff)
-        missing = [wid for wid in lexical_ids if wid not in dense]
-        dense.update(dictionary.similarities(vector, missing))
+        label_dense = {h.id: h.score for h in label_hits}
+        full_dense = {h.id: h.score for h in full_hits or ()}
+        ids = list(dict.fromkeys([*label_dense, *full_dense, *lexical_ids]))
+        label_dense.update(dictionary.similarities(label_vector, [i for i in ids if i not in label_dense]))
+        if full_vector is not None:
+            full_dense.update(dictionary.similarities(full_vector, [i for i in ids if i not in full_dense]))
         ranked: list[Candidate] = []
-        for wid, dense_score in dense.items():
+        for wid in ids:
             row = dictionary.get(wid)
             assert row is not None
             lexical = lexicon.similarity(wid, key)
-            similarity = (1 - cfg.lexical_weight) * dense_score + cfg.lexical_weight * lexical
-            score = similarity + cfg.prior_weight * self.prior(wid)
+            label_sim = max(label_dense[wid], lexical)
+            similarity = label_sim if full_vector is None else (label_sim + full_dense[wid]) / 2
+            agree = describing and bool(placeholder.description) == bool(row.description)
+            score = similarity + cfg.prior_weight * self.prior(wid) + cfg.agreement_weight * agree
             ranked.append(
                 Candidate(
                     wid,
                     row.label,
                     row.description,
-                    round(similarity, 6),
-                    round(score, 6),
-                    dense=round(dense_score, 6),
+                    similarity=round(similarity, 6),
+                    score=round(score, 6),
+                    label_similarity=round(label_dense[wid], 6),
                     lexical=round(lexical, 6),
+                    description_similarity=None if full_vector is None else round(full_dense[wid], 6),
                 )
             )
         ranked.sort(key=lambda c: (-c.score, id_number(c.id), c.id))
