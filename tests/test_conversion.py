@@ -103,3 +103,10 @@ def test_a_gold_query_the_parser_would_reject_is_skipped_with_its_reason() -> No
     with pytest.raises(ConversionError) as info:
         convert_sparql("select ?a where { wd:Q1045 wdt:P31 ?a . ?a wdt:P31 wd:}", CATALOG)
     assert info.value.reason == "not_expressible:invalid_placeholder"
+
+
+def test_property_paths_with_spaced_modifiers_compare() -> None:
+    # QALD-10 writes `wdt:P279 *`; rdflib's parser needs the modifier attached, the algebra is the same.
+    spaced = "SELECT ?s WHERE { ?s wdt:P106 / wdt:P279 * wd:Q483501 . }"
+    assert same_query(spaced, "SELECT ?s WHERE { ?s wdt:P106/wdt:P279* wd:Q483501 }")
+    assert not same_query(spaced, "SELECT ?s WHERE { ?s wdt:P106/wdt:P279+ wd:Q483501 }")

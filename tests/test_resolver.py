@@ -143,3 +143,17 @@ def test_config_is_validated() -> None:
         ResolverConfig(k=0)
     with pytest.raises(ValueError):
         ResolverConfig(entity_threshold=1.5)
+
+
+def test_description_agreement_only_for_describing_writers(memory: Memory) -> None:
+    # The relation carries a description, so this writer describes: an undescribed "paris" points at the
+    # Paris that has no description in memory, as the training transformation would have written it.
+    describing = _query(
+        "ASK { wd:entity0 wdt:relation0 wd:entity1 }\nentity0 = [ENT] Paris [/ENT]\n"
+        "relation0 = [REL] country [/REL] sovereign state of this item\nentity1 = [ENT] Germany [/ENT] country in Central Europe"
+    )
+    result = Resolver(memory).resolve(describing)
+    assert isinstance(result, Resolution)
+    assert result.mapping_dict()["entity0"] == "Q830149"
+    off = Resolver(memory, ResolverConfig(agreement_weight=0.0)).resolve(describing)
+    assert off.mapping_dict()["entity0"] == "Q167646"  # type: ignore[union-attr]

@@ -94,6 +94,22 @@ def _canonical(node: Any, bnodes: dict[str, str]) -> Any:
     return node
 
 
+def _rdflib_friendly(sparql: str) -> str:
+    """Drop whitespace between a path element and a `*`/`+` modifier (`wdt:P279 *`): valid SPARQL that rdflib's
+    parser rejects. Whitespace between tokens carries no meaning in SPARQL, so the query stays the same."""
+    try:
+        tokens = list(tokenize(sparql))
+    except Exception:
+        return sparql
+    cut: list[tuple[int, int]] = []
+    for prev, tok in zip(tokens, tokens[1:]):
+        if tok.text in ("*", "+") and prev.end < tok.start and (prev.kind in ("pname", "iri") or prev.text == ")"):
+            cut.append((prev.end, tok.start))
+    for start, end in reversed(cut):
+        sparql = sparql[:start] + sparql[end:]
+    return sparql
+
+
 def query_algebra(sparql: str) -> Any:
     """The SPARQL algebra of a query as a hashable, comparable value (prefix forms and blank node labels
     normalized away). Raises InvalidSparqlError when rdflib cannot parse it."""
@@ -101,7 +117,7 @@ def query_algebra(sparql: str) -> Any:
     from rdflib.plugins.sparql.parser import parseQuery
 
     try:
-        algebra = translateQuery(parseQuery(f"{_PREFIX_LINE}\n{sparql}")).algebra
+        algebra = translateQuery(parseQuery(f"{_PREFIX_LINE}\n{_rdflib_friendly(sparql)}")).algebra
     except Exception as exc:  # rdflib raises pyparsing and assorted errors
         raise InvalidSparqlError(f"rdflib cannot parse the query: {exc}") from None
     return _canonical(algebra, {})
