@@ -110,3 +110,18 @@ def test_property_paths_with_spaced_modifiers_compare() -> None:
     spaced = "SELECT ?s WHERE { ?s wdt:P106 / wdt:P279 * wd:Q483501 . }"
     assert same_query(spaced, "SELECT ?s WHERE { ?s wdt:P106/wdt:P279* wd:Q483501 }")
     assert not same_query(spaced, "SELECT ?s WHERE { ?s wdt:P106/wdt:P279+ wd:Q483501 }")
+
+
+def test_spaced_literal_tags_compare() -> None:
+    assert same_query(
+        'SELECT * WHERE { ?u skos:altLabel "Rodzilla" @en }',
+        'SELECT * WHERE { ?u skos:altLabel "Rodzilla"@en }',
+    )
+    assert same_query(
+        'SELECT ?s WHERE { ?s wdt:P1082 ?o FILTER ( ?o > "250000" ^^ xsd:integer ) }',
+        'SELECT ?s WHERE { ?s wdt:P1082 ?o FILTER(?o > "250000"^^xsd:integer) }',
+    )
+    assert not same_query(
+        'SELECT * WHERE { ?u skos:altLabel "Rodzilla" @en }',
+        'SELECT * WHERE { ?u skos:altLabel "Rodzilla"@de }',
+    )

@@ -95,15 +95,21 @@ def _canonical(node: Any, bnodes: dict[str, str]) -> Any:
 
 
 def _rdflib_friendly(sparql: str) -> str:
-    """Drop whitespace between a path element and a `*`/`+` modifier (`wdt:P279 *`): valid SPARQL that rdflib's
-    parser rejects. Whitespace between tokens carries no meaning in SPARQL, so the query stays the same."""
+    """Drop whitespace that rdflib's parser chokes on although SPARQL allows it: before a path modifier
+    (`wdt:P279 *`) and inside a literal's language tag or datatype (`"x" @en`, `"1" ^^ xsd:integer`). Whitespace
+    between tokens carries no meaning in SPARQL, so the query stays the same."""
     try:
         tokens = list(tokenize(sparql))
     except Exception:
         return sparql
     cut: list[tuple[int, int]] = []
     for prev, tok in zip(tokens, tokens[1:]):
-        if tok.text in ("*", "+") and prev.end < tok.start and (prev.kind in ("pname", "iri") or prev.text == ")"):
+        if prev.end == tok.start:
+            continue
+        path_modifier = tok.text in ("*", "+") and (prev.kind in ("pname", "iri") or prev.text == ")")
+        # `"x" @en`, `"1" ^^ xsd:integer`: a literal's language tag or datatype set apart.
+        literal_suffix = (tok.text in ("@", "^") and prev.kind == "string") or prev.text in ("^", "@")
+        if path_modifier or literal_suffix:
             cut.append((prev.end, tok.start))
     for start, end in reversed(cut):
         sparql = sparql[:start] + sparql[end:]
