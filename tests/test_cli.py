@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from pgmr.cli.main import app
 from pgmr.memory import FORMAT_VERSION
+from pgmr.resolver import resolved_ids
 
 runner = CliRunner()
 
@@ -136,6 +137,8 @@ def test_resolve_jsonl_with_refusals_and_invalid_lines(memory_dir: Path, tmp_pat
     assert result.exit_code == 0, result.output
     rows = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
     assert rows["ok"]["status"] == "resolved" and "wd:Q1055" in rows["ok"]["sparql"]
+    known = {e["id"] for e in ENTITIES} | {p["id"] for p in PROPERTIES}
+    assert resolved_ids(rows["ok"]["sparql"]) <= known
     assert rows["refuse"]["status"] == "refused" and rows["refuse"]["unsupported"] == ["entity0"]
     assert rows["bad"]["status"] == "invalid" and rows["bad"]["error"]["code"] == "raw_identifier"
     assert rows["missing"]["status"] == "invalid"

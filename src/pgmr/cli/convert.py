@@ -10,7 +10,7 @@ from rich.table import Table
 
 from pgmr.cli.common import Settings, console, out, track
 from pgmr.conversion import ConversionSummary, convert_records, roundtrip_problem
-from pgmr.datasets import DatasetError, load_dataset, load_named
+from pgmr.datasets import DatasetError, load_any
 from pgmr.datasets.loaders import NAMED_DATASETS
 from pgmr.jsonl import write_json, write_jsonl
 from pgmr.kg.catalog import LabelCatalog
@@ -34,11 +34,7 @@ def convert(
     """Convert gold SPARQL to SPARQL-PGMR with the catalog's labels and descriptions."""
     settings: Settings = ctx.obj
     try:
-        loaded = (
-            load_named(dataset, settings.data_dir)
-            if dataset in NAMED_DATASETS
-            else load_dataset(dataset, fmt)
-        )
+        loaded = load_any(dataset, settings.data_dir, fmt)
     except DatasetError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None

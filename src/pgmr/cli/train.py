@@ -14,7 +14,7 @@ from pgmr.cli.common import Settings, console, out, track
 from pgmr.cli.memory import MEMORY_OPTION, open_memory
 from pgmr.config import default_memory_dir
 from pgmr.conversion import ConversionSummary, convert_records
-from pgmr.datasets import DatasetError, load_dataset, load_named
+from pgmr.datasets import DatasetError, load_any
 from pgmr.datasets.loaders import NAMED_DATASETS
 from pgmr.datasets.splits import split_train_validation
 from pgmr.generators.base import MODES, RAG_MODES
@@ -75,11 +75,7 @@ def train(
         console.print(f"[red]error:[/red] unknown --mode {mode!r}; choose from {', '.join(MODES)}")
         raise typer.Exit(2)
     try:
-        loaded = (
-            load_named(train_data, settings.data_dir)
-            if train_data in NAMED_DATASETS
-            else load_dataset(train_data, fmt)
-        )
+        loaded = load_any(train_data, settings.data_dir, fmt)
     except DatasetError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None

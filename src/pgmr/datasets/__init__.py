@@ -7,6 +7,7 @@ from pgmr.datasets.loaders import (
     NAMED_DATASETS,
     DatasetError,
     detect_format,
+    load_any,
     load_dataset,
     load_jsonl,
     load_lcquad2,
@@ -16,6 +17,7 @@ from pgmr.datasets.loaders import (
 from pgmr.datasets.records import LoadResult, QARecord, SkippedRecord, meta_dict
 
 __all__ = [
+    "load_any",
     "FORMATS",
     "NAMED_DATASETS",
     "DatasetError",

@@ -413,3 +413,12 @@ def _collect(
     if n_items and not has_required_key:
         raise DatasetError(f"{path}: no record has a {required_key!r} field; is this the right format?")
     return LoadResult(tuple(records), tuple(skipped))
+
+
+def load_any(name_or_path: str | Path, data_dir: Path | str | None = None, fmt: str = "auto") -> LoadResult:
+    """A named dataset (resolved in `data_dir`) or a dataset file."""
+    if str(name_or_path) in NAMED_DATASETS:
+        if data_dir is None:
+            raise DatasetError(f"{name_or_path} is a named dataset; a data directory is needed to find it")
+        return load_named(str(name_or_path), data_dir)
+    return load_dataset(name_or_path, fmt)

@@ -17,7 +17,6 @@ memory survives a failed or interrupted build.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 import uuid
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from pgmr import __version__
+from pgmr.fsutil import fsync_dir, replace_dir, write_file
 from pgmr.kg.catalog import CatalogEntry, LabelCatalog
 from pgmr.kg.ids import Kind, id_kind, id_number
 from pgmr.memory.cache import EmbeddingCache, file_sha256
@@ -440,13 +440,13 @@ class Memory:
             prior: dict[str, Any] = {}
             if self.prior_counts:
                 prior_path = tmp / PRIOR_FILE
-                _write_file(prior_path, json.dumps(self.prior_counts, sort_keys=True).encode() + b"\n")
+                write_file(prior_path, json.dumps(self.prior_counts, sort_keys=True).encode() + b"\n")
                 prior = {"file": PRIOR_FILE, "sha256": file_sha256(prior_path), "ids": len(self.prior_counts)}
             manifest = replace(self.manifest, dictionaries=dictionaries, prior=prior)
             # The manifest goes last: a directory with a manifest has everything the manifest names.
-            _write_file(tmp / MANIFEST_FILE, json.dumps(manifest.to_json(), indent=2).encode() + b"\n")
-            _fsync_dir(tmp)
-            _replace_dir(tmp, out_dir)
+            write_file(tmp / MANIFEST_FILE, json.dumps(manifest.to_json(), indent=2).encode() + b"\n")
+            fsync_dir(tmp)
+            replace_dir(tmp, out_dir)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -636,7 +636,7 @@ def _row_record(row: MemoryRow) -> str:
 
 
 def _write_rows(path: Path, rows: Sequence[MemoryRow]) -> None:
-    _write_file(path, "".join(_row_record(row) + "\n" for row in rows).encode("utf-8"))
+    write_file(path, "".join(_row_record(row) + "\n" for row in rows).encode("utf-8"))
 
 
 def _read_rows(path: Path, memory: Path) -> list[MemoryRow]:
@@ -657,26 +657,6 @@ def _read_rows(path: Path, memory: Path) -> list[MemoryRow]:
     return rows
 
 
-def _write_file(path: Path, data: bytes) -> None:
-    with path.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return  # Directories cannot be opened for fsync on some platforms (Windows); renames still order.
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _check_replaceable(out_dir: Path) -> None:
     """Refuse to replace anything but a memory or an empty directory: a wrong --out must not delete data."""
     if not out_dir.exists():
@@ -689,21 +669,3 @@ def _check_replaceable(out_dir: Path) -> None:
         f"refusing to replace {out_dir}: it is a non-empty directory without a pgmr manifest.json; "
         "choose another output path or remove it first"
     )
-
-
-def _replace_dir(new: Path, target: Path) -> None:
-    """Rename `new` to `target`. An existing target is moved aside first and deleted only after the rename;
-    between the two renames (microseconds) the old memory sits at `.<name>.old-*`, which `load` points to."""
-    if target.exists():
-        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:12]}"
-        os.rename(target, old)
-        try:
-            os.rename(new, target)
-        except BaseException:
-            os.rename(old, target)
-            raise
-        _fsync_dir(target.parent)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(new, target)
-        _fsync_dir(target.parent)

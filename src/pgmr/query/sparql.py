@@ -103,7 +103,7 @@ def _rdflib_friendly(sparql: str) -> str:
     except Exception:
         return sparql
     cut: list[tuple[int, int]] = []
-    for prev, tok in zip(tokens, tokens[1:]):
+    for prev, tok in zip(tokens, tokens[1:], strict=False):
         if prev.end == tok.start:
             continue
         path_modifier = tok.text in ("*", "+") and (prev.kind in ("pname", "iri") or prev.text == ")")

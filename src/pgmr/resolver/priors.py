@@ -6,8 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 from pgmr.conversion import to_skeleton
-from pgmr.datasets import load_dataset, load_named
-from pgmr.datasets.loaders import NAMED_DATASETS
+from pgmr.datasets import load_any
 
 
 def counts_from_sparql(queries: list[str]) -> dict[str, int]:
@@ -21,7 +20,5 @@ def counts_from_sparql(queries: list[str]) -> dict[str, int]:
 
 
 def counts_from_dataset(name_or_path: str, data_dir: Path) -> dict[str, int]:
-    loaded = (
-        load_named(name_or_path, data_dir) if name_or_path in NAMED_DATASETS else load_dataset(name_or_path)
-    )
+    loaded = load_any(name_or_path, data_dir)
     return counts_from_sparql([r.sparql for r in loaded.records])

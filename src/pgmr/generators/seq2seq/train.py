@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shlex
 import shutil
 import sys
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -41,6 +39,7 @@ from transformers import (
 from transformers.trainer_utils import get_last_checkpoint
 
 from pgmr import __version__
+from pgmr.fsutil import replace_dir
 from pgmr.generators.base import PGMR_MODES, check_mode
 from pgmr.generators.examples import Example
 from pgmr.generators.seq2seq.card import FINAL_MODEL_DIR, MODEL_CARD, card_readme
@@ -262,21 +261,6 @@ def _best_metrics(state: Any) -> tuple[dict[str, float], int | None]:
     return metrics, entry.get("step")
 
 
-def _replace_dir(new: Path, target: Path) -> None:
-    """Rename `new` over `target`; an existing target is moved aside first and deleted after the rename."""
-    if target.exists():
-        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:12]}"
-        os.rename(target, old)
-        try:
-            os.rename(new, target)
-        except BaseException:
-            os.rename(old, target)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(new, target)
-
-
 def train_seq2seq(
     train_examples: Sequence[Example],
     val_examples: Sequence[Example],
@@ -438,5 +422,5 @@ def _save_final(trainer: Seq2SeqTrainer, model_dir: Path, card: Mapping[str, Any
         (tmp / "training_args.bin").unlink(missing_ok=True)
         (tmp / MODEL_CARD).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         (tmp / "README.md").write_text(card_readme(card), encoding="utf-8")
-        _replace_dir(tmp, model_dir)
+        replace_dir(tmp, model_dir)
     trainer.accelerator.wait_for_everyone()
