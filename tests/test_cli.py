@@ -153,3 +153,17 @@ def test_corrupt_memory_is_a_clear_error(memory_dir: Path, tmp_path: Path) -> No
     result = runner.invoke(app, ["memory", "search", "Hamburg", "-m", str(broken)])
     assert result.exit_code == 2
     assert "corrupt" in result.output and "pgmr memory build" in result.output
+
+
+def test_demo_runs_on_the_data_dir_and_builds_its_memory(data_dir: Path, tmp_path: Path) -> None:
+    memory = tmp_path / "demo-memory"
+    result = runner.invoke(
+        app,
+        ["--data-dir", str(data_dir), "demo", "-n", "2", "-m", str(memory), "--out", str(tmp_path / "demo")],
+    )
+    assert result.exit_code == 0, result.output
+    assert "[ENT]" in result.output and "refused" in result.output
+    rows = [json.loads(line) for line in (tmp_path / "demo" / "resolved.jsonl").read_text().splitlines()]
+    assert [r["matches_gold"] for r in rows[:2]] == [True, True]
+    assert rows[-1]["status"] == "refused"
+    assert (memory / "manifest.json").is_file()

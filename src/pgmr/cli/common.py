@@ -53,3 +53,10 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
         for item in items:
             yield item
             bar.advance(task)
+
+
+def print_error(message: object) -> None:
+    """An error line; the message is escaped, since user text may hold [brackets] rich would read as markup."""
+    from rich.markup import escape
+
+    console.print(f"[red]error:[/red] {escape(str(message))}")

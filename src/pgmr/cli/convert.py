@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from pgmr.cli.common import Settings, console, out, track
+from pgmr.cli.common import Settings, console, out, print_error, track
 from pgmr.conversion import ConversionSummary, convert_records, roundtrip_problem
 from pgmr.datasets import DatasetError, load_any
 from pgmr.datasets.loaders import NAMED_DATASETS
@@ -36,7 +36,7 @@ def convert(
     try:
         loaded = load_any(dataset, settings.data_dir, fmt)
     except DatasetError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        print_error(exc)
         raise typer.Exit(2) from None
     catalog = LabelCatalog.from_data_dir(settings.data_dir)
     summary = ConversionSummary()

@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from pgmr.cli.common import Settings, console, out
 from pgmr.config import default_memory_dir
@@ -58,14 +60,18 @@ def demo(
     results = resolver.resolve_many([parse(r.intermediate) for r in converted])
     rows = []
     for record, result in zip(converted, results, strict=True):
-        out.print(Panel(record.intermediate, title=f"{record.id}: {record.question}", title_align="left"))
+        out.print(
+            Panel(
+                Text(record.intermediate), title=escape(f"{record.id}: {record.question}"), title_align="left"
+            )
+        )
         if isinstance(result, Resolution):
             out.print(evidence_table(result))
-            out.print(result.sparql)
+            out.print(Text(result.sparql))
             matches = same_query(result.sparql, record.sparql)
             out.print(f"[bold]{'matches' if matches else 'differs from'} the gold query[/bold]\n")
         else:
-            out.print(f"[yellow]refused:[/yellow] {result.reason}\n")
+            out.print(f"[yellow]refused:[/yellow] {escape(result.reason)}\n")
             matches = False
         rows.append(
             {
@@ -78,10 +84,12 @@ def demo(
         )
     refusal = resolver.resolve(parse(UNSUPPORTED))
     out.print(
-        Panel(UNSUPPORTED, title="a question about something the memory does not hold", title_align="left")
+        Panel(
+            Text(UNSUPPORTED), title="a question about something the memory does not hold", title_align="left"
+        )
     )
     if isinstance(refusal, Refusal):
-        out.print(f"[yellow]refused:[/yellow] {refusal.reason}")
+        out.print(f"[yellow]refused:[/yellow] {escape(refusal.reason)}")
     rows.append({"id": "unsupported-example", **refusal.to_json()})
     write_jsonl(out_dir / "resolved.jsonl", rows)
     right = sum(bool(r.get("matches_gold")) for r in rows)

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from pgmr.cli.common import Settings, console, out, progress_bar
+from pgmr.cli.common import Settings, console, out, print_error, progress_bar
 from pgmr.cli.memory import MEMORY_OPTION, open_memory
 from pgmr.datasets import DatasetError, load_dataset, load_named
 from pgmr.datasets.loaders import NAMED_DATASETS
@@ -69,7 +69,7 @@ def generate(
     try:
         card = read_model_card(model_dir)
     except ModelCardError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        print_error(exc)
         raise typer.Exit(2) from None
     mode = card["mode"]
     if resolve and mode not in PGMR_MODES:
@@ -79,7 +79,7 @@ def generate(
         data_dir = settings.data_dir if source in NAMED_DATASETS else None
         rows = _questions(source, data_dir, fmt)[:limit]
     except (DatasetError, JsonlError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        print_error(exc)
         raise typer.Exit(2) from None
     memory = open_memory(memory_dir) if resolve or mode in RAG_MODES else None
     contexts: list[str] | None = None

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from pgmr.cli.common import Settings, console, out
+from pgmr.cli.common import Settings, console, out, print_error
 from pgmr.config import default_memory_dir
 from pgmr.kg.catalog import LabelCatalog
 from pgmr.memory import INDEX_KINDS, Memory, PgmrMemoryError, load_encoder, memory_text, read_manifest
@@ -22,7 +23,7 @@ def open_memory(path: Path | None) -> Memory:
     try:
         return Memory.load(path or default_memory_dir())
     except PgmrMemoryError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        print_error(exc)
         raise typer.Exit(2) from None
 
 
@@ -93,7 +94,7 @@ def search(
     for col in ("rank", "id", "label", "description", "score"):
         table.add_column(col, justify="right" if col in ("rank", "score") else "left")
     for rank, h in enumerate(hits, 1):
-        table.add_row(str(rank), h.id, h.label, h.description or "", f"{h.score:.3f}")
+        table.add_row(str(rank), h.id, escape(h.label), escape(h.description or ""), f"{h.score:.3f}")
     out.print(table)
 
 
@@ -104,7 +105,7 @@ def info(memory_dir: Path | None = MEMORY_OPTION) -> None:
     try:
         manifest = read_manifest(path)
     except PgmrMemoryError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        print_error(exc)
         raise typer.Exit(2) from None
     import json
 

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from pgmr.cli.common import console, out, progress_bar
+from pgmr.cli.common import console, out, print_error, progress_bar
 from pgmr.cli.memory import MEMORY_OPTION, open_memory
 from pgmr.jsonl import JsonlError, read_jsonl, write_jsonl
 from pgmr.query import IntermediateQueryError, parse
@@ -47,7 +47,7 @@ def resolve(
     try:
         records = list(read_jsonl(in_path))
     except JsonlError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        print_error(exc)
         raise typer.Exit(2) from None
     resolver = Resolver(open_memory(memory_dir), config)
     results: list[dict[str, Any]] = []

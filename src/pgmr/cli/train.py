@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from pgmr.cli.common import Settings, console, out, track
+from pgmr.cli.common import Settings, console, out, print_error, track
 from pgmr.cli.memory import MEMORY_OPTION, open_memory
 from pgmr.config import default_memory_dir
 from pgmr.conversion import ConversionSummary, convert_records
@@ -77,7 +77,7 @@ def train(
     try:
         loaded = load_any(train_data, settings.data_dir, fmt)
     except DatasetError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        print_error(exc)
         raise typer.Exit(2) from None
     records_in = loaded.records[:limit] if limit else loaded.records
     catalog = LabelCatalog.from_data_dir(settings.data_dir)
@@ -142,7 +142,7 @@ def train(
         )
         result = train_seq2seq(train_examples, val_examples, out_dir, config, data_info=data_info)
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        print_error(exc)
         raise typer.Exit(2) from None
     table = Table(title=f"pgmr train ({mode}): validation of the kept model")
     table.add_column("measure")
