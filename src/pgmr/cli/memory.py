@@ -10,8 +10,9 @@ from rich.table import Table
 
 from pgmr.cli.common import Settings, console, out, print_error
 from pgmr.config import default_memory_dir
+from pgmr.datasets import DatasetError
 from pgmr.kg.catalog import LabelCatalog
-from pgmr.memory import INDEX_KINDS, Memory, PgmrMemoryError, load_encoder, memory_text, read_manifest
+from pgmr.memory import INDEX_KINDS, Memory, PgmrMemoryError, load_encoder, read_manifest
 from pgmr.resolver.priors import counts_from_dataset
 
 app = typer.Typer(help="Build, inspect and search the entity and relation memory.", no_args_is_help=True)
@@ -50,7 +51,13 @@ def build(
     catalog = LabelCatalog.from_data_dir(settings.data_dir)
     counts = None
     if prior_from and prior_from.lower() != "none":
-        counts = counts_from_dataset(prior_from, settings.data_dir)
+        try:
+            counts = counts_from_dataset(prior_from, settings.data_dir)
+        except DatasetError as exc:
+            print_error(
+                f"cannot count the prior from {prior_from}: {exc} (use --prior-from none to build without)"
+            )
+            raise typer.Exit(2) from None
         console.print(f"prior: {len(counts)} IDs counted in the gold queries of {prior_from}")
     memory = Memory.build(
         catalog, target, load_encoder(encoder), index_kind=index, batch_size=batch_size, prior_counts=counts
@@ -112,4 +119,4 @@ def info(memory_dir: Path | None = MEMORY_OPTION) -> None:
     out.print_json(json.dumps(manifest.to_json()))
 
 
-__all__ = ["app", "memory_text", "open_memory"]
+__all__ = ["app", "open_memory"]

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from pgmr.conversion import fill
-from pgmr.kg.ids import Kind, id_number
+from pgmr.kg.ids import ID_PREFIXES, Kind, id_number
 from pgmr.memory import Memory, MemoryDictionary, MemoryHit, memory_text
 from pgmr.query.lexer import tokenize
-from pgmr.query.model import IntermediateQuery, Placeholder
+from pgmr.query.model import IntermediateQuery, Placeholder, placeholder_kind
 from pgmr.query.sparql import check_query
 from pgmr.resolver.model import Candidate, PlaceholderEvidence, Refusal, Resolution
 from pgmr.resolver.ranking import Prior, normalize_label
@@ -222,7 +222,7 @@ class Resolver:
             if wid not in self.memory:
                 raise ResolutionError(f"{name} resolved to {wid}, which is not in the memory")
         for tok in tokenize(sparql):
-            if tok.kind == "pname" and (tok.local.startswith("entity") or tok.local.startswith("relation")):
+            if tok.kind == "pname" and tok.prefix in ID_PREFIXES and placeholder_kind(tok.local):
                 raise ResolutionError(f"placeholder {tok.text} left in the resolved query")
         check_query(sparql)
 
