@@ -18,7 +18,7 @@ from pgmr.conversion import ConversionSummary, ConvertedRecord, convert_records
 from pgmr.datasets import load_named
 from pgmr.datasets.splits import split_train_validation
 from pgmr.kg.catalog import LabelCatalog
-from pgmr.memory import Memory
+from pgmr.memory import EmbeddingCache, Memory, default_cache_dir
 from pgmr.query import IntermediateQuery
 from pgmr.resolver import Refusal, Resolution, Resolver
 from pgmr.resolver.priors import counts_from_sparql
@@ -52,6 +52,13 @@ def setup(data_dir: str | None, memory_dir: str | None) -> tuple[Path, LabelCata
     catalog = LabelCatalog.from_data_dir(path)
     memory = Memory.load(memory_dir or default_memory_dir())
     return path, catalog, memory
+
+
+def embedding_cache(memory_dir: str | None, memory: Memory) -> EmbeddingCache:
+    """The embedding cache beside the memory, so sub-memories are built without re-encoding."""
+    return EmbeddingCache(
+        default_cache_dir(memory_dir or default_memory_dir()), memory.encoder.name, memory.encoder.dimension
+    )
 
 
 def resolve_all(

@@ -15,6 +15,7 @@ import random
 from _common import (
     console,
     converted_split,
+    embedding_cache,
     mappings,
     prior_counts_for,
     resolve_all,
@@ -23,7 +24,7 @@ from _common import (
     write_result,
 )
 from pgmr.evaluation.oracle import condition_query, oracle_cases, score_slots
-from pgmr.memory import EmbeddingCache, Memory, default_cache_dir
+from pgmr.memory import EmbeddingCache, Memory
 from pgmr.resolver import Prior, Resolver
 
 
@@ -45,8 +46,11 @@ def main() -> None:
     others = sorted(e.id for e in catalog.of_kind("entity") if e.label and e.id not in set(gold_entities))
     random.Random(0).shuffle(others)
     relations = {e.id for e in catalog.of_kind("relation")}
-    cache_dir = args.cache_dir or default_cache_dir(_memory_dir(args.memory))
-    cache = EmbeddingCache(cache_dir, full.encoder.name, full.encoder.dimension)
+    cache = (
+        EmbeddingCache(args.cache_dir, full.encoder.name, full.encoder.dimension)
+        if args.cache_dir
+        else embedding_cache(args.memory, full)
+    )
     prior = Prior(prior_counts_for("test", data_dir))
     queries = {
         cond: [condition_query(c, cond, catalog) for c in cases] for cond in args.conditions.split(",")
@@ -84,12 +88,6 @@ def main() -> None:
         table(f"Distractor memory, LC-QuAD 2.0 test ({len(gold_entities)} gold entities)", columns, rows)
     )
     write_result("distractors", {"gold_entities": len(gold_entities), "results": results})
-
-
-def _memory_dir(path: str | None):  # type: ignore[no-untyped-def]
-    from pgmr.config import default_memory_dir
-
-    return path or default_memory_dir()
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from _common import (
     RESULTS,
     console,
     converted_split,
+    embedding_cache,
     prior_counts_for,
     resolve_all,
     setup,
@@ -25,7 +26,7 @@ from _common import (
     write_result,
 )
 from pgmr.evaluation.oracle import condition_query, oracle_cases
-from pgmr.memory import EmbeddingCache, Memory, default_cache_dir
+from pgmr.memory import Memory
 from pgmr.resolver import Prior, Resolution, Resolver
 
 THRESHOLDS = [round(0.30 + 0.01 * i, 2) for i in range(71)]
@@ -72,11 +73,7 @@ def main() -> None:
     half = len(sample) // 2
     removed = {wid for c in sample[:half] for n, wid in c.gold if n.startswith("entity")}
     answerable = [not any(wid in removed for _, wid in c.gold) for c in sample]
-    from pgmr.config import default_memory_dir
-
-    cache = EmbeddingCache(
-        default_cache_dir(args.memory or default_memory_dir()), full.encoder.name, full.encoder.dimension
-    )
+    cache = embedding_cache(args.memory, full)
     ids = (full.entities.ids() - removed) | full.relations.ids()
     memory = Memory.build_in_memory(catalog, full.encoder, cache=cache, ids=set(ids), progress=False)
     resolver = Resolver(memory, prior=Prior(prior_counts_for("test", data_dir)))

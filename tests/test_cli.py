@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pgmr.cli.main import app
+from pgmr.jsonl import write_jsonl
 from pgmr.memory import FORMAT_VERSION
 from pgmr.resolver import resolved_ids
 
@@ -48,8 +49,7 @@ TRAIN = [
 
 
 def _jsonl(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    write_jsonl(path, rows)
     return path
 
 

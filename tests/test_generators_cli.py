@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pgmr.cli.main import app
+from pgmr.jsonl import write_jsonl
 
 runner = CliRunner()
 
@@ -49,8 +50,7 @@ def _train_rows() -> list[dict]:
 
 
 def _jsonl(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    write_jsonl(path, rows)
     return path
 
 

@@ -16,6 +16,7 @@ from typing import IO
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
 
+from pgmr.jsonl import JsonlError, read_jsonl
 from pgmr.kg.ids import Kind, id_kind, is_wikidata_id
 
 
@@ -121,20 +122,13 @@ class LabelCatalog:
 
 
 def iter_memory_file(path: Path) -> Iterator[CatalogEntry]:
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CatalogError(f"{path}:{line_no}: not JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise CatalogError(f"{path}:{line_no}: expected a JSON object")
+    try:
+        for record in read_jsonl(path):
             entry = entry_from_record(record)
             if entry is not None:
                 yield entry
+    except JsonlError as exc:
+        raise CatalogError(str(exc)) from None
 
 
 def iter_dump(

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from rapidfuzz import fuzz, process
 
-from pgmr.conversion import fill
+from pgmr.conversion import fill, to_skeleton
 from pgmr.kg.ids import ID_PREFIXES, Kind, id_number
 from pgmr.memory import Memory, MemoryDictionary, MemoryHit, memory_text
 from pgmr.query.lexer import tokenize
@@ -79,14 +80,10 @@ class _Lexicon:
     def fuzzy(self, key: str, limit: int, cutoff: float) -> list[str]:
         if not limit:
             return []
-        from rapidfuzz import fuzz, process
-
         hits = process.extract(key, self.choices, scorer=fuzz.ratio, limit=limit, score_cutoff=cutoff * 100)
         return [wid for choice, _, _ in hits for wid in sorted(self.surfaces[choice], key=id_number)][:limit]
 
     def similarity(self, wikidata_id: str, key: str) -> float:
-        from rapidfuzz import fuzz
-
         return max((fuzz.ratio(key, s) for s in self.by_id.get(wikidata_id, ())), default=0.0) / 100
 
 
@@ -229,8 +226,6 @@ class Resolver:
 
 def resolved_ids(sparql: str) -> set[str]:
     """Every Wikidata ID in a query (prefixed or full IRI), for checks that outputs only use memory IDs."""
-    from pgmr.conversion import to_skeleton
-
     return set(to_skeleton(sparql)[1].values())
 
 
