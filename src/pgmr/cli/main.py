@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from pgmr.cli import memory
+from pgmr.cli import kg, memory
 from pgmr.cli.common import Settings
 from pgmr.cli.convert import convert
 from pgmr.cli.demo import demo
@@ -35,6 +35,7 @@ def main(
 app.command()(convert)
 app.command()(resolve)
 app.add_typer(memory.app, name="memory")
+app.add_typer(kg.app, name="kg")
 app.command()(train)
 app.command()(generate)
 
