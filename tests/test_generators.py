@@ -255,3 +255,22 @@ def test_decoder_embeddings_start_from_the_encoder_embeddings() -> None:
             assert torch.allclose(got, expected), text
             checked += 1
     assert checked >= 5
+
+
+def test_packed_model_generates_what_the_full_model_generates(trained, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """int8 packing (how the default model is committed) keeps the outputs; a broken pack is a clear error."""
+    from pgmr.generators.seq2seq import Seq2SeqGenerator
+    from pgmr.generators.seq2seq.packing import PACKING_FILE, PackingError, pack_model_dir
+
+    _, out, _, _ = trained
+    info = pack_model_dir(out / "model", tmp_path / "packed")
+    assert info["quantized_parameters"] > 0 and not (tmp_path / "packed" / "model.safetensors").exists()
+    questions = ["How many people live in Paris?", "Is France a human?"]
+    full = Seq2SeqGenerator.load(out / "model", max_new_tokens=8).generate(questions)
+    packed = Seq2SeqGenerator.load(tmp_path / "packed", max_new_tokens=8).generate(questions)
+    assert packed == full
+    packing = json.loads((tmp_path / "packed" / PACKING_FILE).read_text())
+    packing["aliases"] = {"encoder.block.0.layer.0.SelfAttention.q.weight": "no.such.weight"}
+    (tmp_path / "packed" / PACKING_FILE).write_text(json.dumps(packing))
+    with pytest.raises(PackingError, match="missing"):
+        Seq2SeqGenerator.load(tmp_path / "packed")

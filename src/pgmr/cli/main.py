@@ -10,9 +10,10 @@ from pgmr.cli import kg, memory
 from pgmr.cli.common import Settings
 from pgmr.cli.convert import convert
 from pgmr.cli.demo import demo
+from pgmr.cli.evaluate import evaluate
 from pgmr.cli.generate import generate
 from pgmr.cli.resolve import resolve
-from pgmr.cli.train import train
+from pgmr.cli.train import pack, train
 
 app = typer.Typer(
     name="pgmr",
@@ -37,6 +38,8 @@ app.command()(resolve)
 app.add_typer(memory.app, name="memory")
 app.add_typer(kg.app, name="kg")
 app.command()(train)
+app.command()(pack)
 app.command()(generate)
+app.command(name="eval")(evaluate)
 
 app.command()(demo)

@@ -173,3 +173,22 @@ def train(
             f"--max-target-len {max_target_len} tokens and were cut"
         )
     console.print(f"model written to {result.model_dir}")
+
+
+def pack(
+    model_dir: Path = typer.Argument(..., help="A trained model dir (or the run dir holding model/)"),
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Where the packed model dir is written"),
+) -> None:
+    """Store a trained seq2seq model with int8 weights (about a quarter of the size), e.g. to commit it."""
+    from pgmr.generators.seq2seq.card import ModelCardError, resolve_model_dir
+    from pgmr.generators.seq2seq.packing import pack_model_dir
+
+    try:
+        info = pack_model_dir(resolve_model_dir(model_dir), out_dir)
+    except (ModelCardError, OSError) as exc:
+        print_error(exc)
+        raise typer.Exit(2) from None
+    console.print(
+        f"packed {info['quantized_parameters']:,} parameters as int8 and {info['float_parameters']:,} as float32: "
+        f"{info['bytes'] / 1e6:.1f} MB in {out_dir}"
+    )

@@ -13,6 +13,7 @@ from pgmr.generators.base import RAG_MODES, check_mode
 from pgmr.generators.examples import source_text
 from pgmr.generators.seq2seq.card import read_model_card, resolve_model_dir
 from pgmr.generators.seq2seq.model import SOURCE_TOKENIZER_DIR
+from pgmr.generators.seq2seq.packing import is_packed, load_packed
 
 
 class Seq2SeqGenerator:
@@ -59,7 +60,10 @@ class Seq2SeqGenerator:
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         source_dir = model_dir / SOURCE_TOKENIZER_DIR
         source_tokenizer = AutoTokenizer.from_pretrained(source_dir) if source_dir.is_dir() else None
-        model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).to(torch.device(device))
+        if is_packed(model_dir):
+            model = load_packed(model_dir).to(torch.device(device))
+        else:
+            model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).to(torch.device(device))
         return cls(
             model,
             tokenizer,
