@@ -60,6 +60,13 @@ def generate(
     max_new_tokens: int | None = typer.Option(None, min=1, help="Default: the training target length"),
     device: str = typer.Option("cpu", help="torch device: cpu, cuda, cuda:1, mps"),
     resolve: bool = typer.Option(False, help="pgmr modes: resolve predictions against the memory"),
+    grounding: float = typer.Option(
+        0.5,
+        min=0.0,
+        max=1.0,
+        help="pgmr modes with --resolve: snap entity labels to the question span at least this similar "
+        "before resolving (docs/generators.md); 1 turns it off",
+    ),
     memory_dir: Path | None = MEMORY_OPTION,
 ) -> None:
     """Write one prediction per question; with --resolve, also the SPARQL (or refusal, or parse error)."""
@@ -117,7 +124,7 @@ def generate(
         results.append(item)
     counts: Counter[str] = Counter()
     if resolve:
-        _resolve_into(results, memory)
+        _resolve_into(results, memory, grounding)
         counts.update(r["status"] for r in results)
     elif mode in PGMR_MODES:
         counts["parses"] = sum(1 for r in results if _parses(r["prediction"]))
@@ -141,15 +148,25 @@ def _parses(text: str) -> bool:
     return True
 
 
-def _resolve_into(results: list[dict[str, Any]], memory: Any) -> None:
-    """Adds status plus sparql/mapping/evidence (resolved), reason (refused) or error (invalid) to each row."""
+def _resolve_into(results: list[dict[str, Any]], memory: Any, grounding: float = 1.0) -> None:
+    """Adds status plus sparql/mapping/evidence (resolved), reason (refused) or error (invalid) to each row;
+    `grounded` lists the entity labels snapped to question spans before resolution."""
+    from pgmr.generators.grounding import GroundingConfig, ground_labels
     from pgmr.resolver import Resolver
 
     resolver = Resolver(memory)
     parsed = []
     for i, item in enumerate(results):
         try:
-            parsed.append((i, parse(item["prediction"])))
+            query = parse(item["prediction"])
+            if grounding < 1.0:
+                query, snaps = ground_labels(query, item["question"], GroundingConfig(min_similarity=grounding))
+                if snaps:
+                    item["grounded"] = [
+                        {"placeholder": s.placeholder, "generated": s.generated, "grounded": s.grounded}
+                        for s in snaps
+                    ]
+            parsed.append((i, query))
         except IntermediateQueryError as exc:
             item["status"] = "invalid"
             item["error"] = {"code": exc.code, "message": exc.message, "line": exc.line, "column": exc.column}

@@ -35,7 +35,11 @@ NAMED_DATASETS: dict[str, tuple[str, str, str]] = {
     "lcquad2-test": ("lcquad2/test.jsonl", "lcquad2", "lcquad2"),
     "qald10-test": ("qald10/qald_10.json", "qald", "qald"),
     "qald10-train": ("qald10/train.jsonl", "jsonl", "qald"),
+    # Carved from lcquad2-train by `split_train_validation` (8%, hash of the id): the split `pgmr train` holds
+    # out by default, so generators are tuned on it and test is only reported.
+    "lcquad2-validation": ("lcquad2/train.jsonl", "lcquad2", "lcquad2"),
 }
+VALIDATION_OF: dict[str, str] = {"lcquad2-validation": "lcquad2-train"}
 
 
 class DatasetError(ValueError):
@@ -151,6 +155,11 @@ def load_named(name: str, data_dir: Path | str) -> LoadResult:
     if name not in NAMED_DATASETS:
         raise DatasetError(f"unknown dataset {name!r}; expected one of {', '.join(NAMED_DATASETS)}")
     relative, fmt, source = NAMED_DATASETS[name]
+    if name in VALIDATION_OF:
+        from pgmr.datasets.splits import split_train_validation
+
+        full = load_named(VALIDATION_OF[name], data_dir)
+        return LoadResult(tuple(split_train_validation(full.records)[1]), full.skipped)
     path = Path(data_dir).expanduser() / relative
     if fmt == "lcquad2":
         return load_lcquad2(path)
