@@ -13,7 +13,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first, pinned: the CPU build on this machine's disk; a bare `torch` would pull a CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/pip install --quiet -e '.[dev,bench,serve]'
+	# The web page test drives a real headless Chromium (Debian packages chromium + chromium-driver).
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } || \
+	  echo "warning: chromium/chromium-driver not installed; the web page test will be skipped"
 	touch $(STAMP)
 
 setup: $(STAMP)

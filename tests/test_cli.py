@@ -159,7 +159,18 @@ def test_demo_runs_on_the_data_dir_and_builds_its_memory(data_dir: Path, tmp_pat
     memory = tmp_path / "demo-memory"
     result = runner.invoke(
         app,
-        ["--data-dir", str(data_dir), "demo", "-n", "2", "-m", str(memory), "--out", str(tmp_path / "demo")],
+        [
+            "--data-dir",
+            str(data_dir),
+            "demo",
+            "--oracle",
+            "-n",
+            "2",
+            "-m",
+            str(memory),
+            "--out",
+            str(tmp_path / "demo"),
+        ],
     )
     assert result.exit_code == 0, result.output
     assert "[ENT]" in result.output and "refused" in result.output

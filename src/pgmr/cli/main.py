@@ -7,12 +7,14 @@ from pathlib import Path
 import typer
 
 from pgmr.cli import kg, memory
+from pgmr.cli.ask import ask
 from pgmr.cli.common import Settings
 from pgmr.cli.convert import convert
 from pgmr.cli.demo import demo
 from pgmr.cli.evaluate import evaluate
 from pgmr.cli.generate import generate
 from pgmr.cli.resolve import resolve
+from pgmr.cli.serve import serve
 from pgmr.cli.train import pack, train
 
 app = typer.Typer(
@@ -40,6 +42,8 @@ app.add_typer(kg.app, name="kg")
 app.command()(train)
 app.command()(pack)
 app.command()(generate)
+app.command()(ask)
+app.command()(serve)
 app.command(name="eval")(evaluate)
 
 app.command()(demo)

@@ -28,3 +28,10 @@ class Generator(Protocol):
     def generate(
         self, questions: Sequence[str], *, contexts: Sequence[str] | None = None, batch_size: int = 16
     ) -> list[str]: ...
+
+
+class GeneratorError(RuntimeError):
+    """A generator backend failed: a server unreachable or answering with an error, a malformed answer.
+
+    The message names the backend (e.g. the server URL) and what went wrong, for printing as it is.
+    """

@@ -1,0 +1,284 @@
+"""`pgmr ask "question"`: the whole pipeline on one question, shown step by step (or as JSON)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from pgmr.cli.common import Settings, console, out, print_error
+from pgmr.pipeline import AskResult, Pipeline, PipelineConfig, PipelineError, PlaceholderView
+
+MAX_QUESTION_CHARS = 1000
+
+MODEL_OPTION = typer.Option(
+    None, "--model", help="Trained generator directory (default: $PGMR_MODEL_DIR or models/pgmr-default)"
+)
+MEMORY_OPTION = typer.Option(None, "--memory", "-m", help="Memory directory (default: ~/.cache/pgmr/memory)")
+STORE_OPTION = typer.Option(
+    None,
+    "--store",
+    help="SPARQL store: an http(s) endpoint, an oxigraph directory, an RDF file, or 'none' "
+    "(default: the data directory's kg/qald10_answer_derived.nt, loaded in memory)",
+)
+K_OPTION = typer.Option(5, "--k", "-k", min=1, max=50, help="Candidates kept per placeholder")
+THRESHOLD_OPTION = typer.Option(
+    0.0, "--threshold", min=-1.0, max=1.0, help="Refuse placeholders whose best similarity is below this"
+)
+KG_CHECK_OPTION = typer.Option(
+    True,
+    "--kg-check/--no-kg-check",
+    help="Among the top-k candidates, prefer a combination the KG has facts for",
+)
+MAX_PROBES_OPTION = typer.Option(8, "--max-probes", min=1, max=100, help="Queries the KG check may run")
+TIMEOUT_OPTION = typer.Option(10.0, "--timeout", min=0.1, max=600.0, help="Seconds per store query")
+
+
+def quiet_transformers() -> None:
+    """Loading bars and generation-config warnings from transformers are noise on a CLI."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        return
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def build_config(
+    settings: Settings,
+    *,
+    model: Path | None,
+    memory_dir: Path | None,
+    store: str | None,
+    k: int,
+    threshold: float,
+    kg_check: bool,
+    max_probes: int,
+    timeout: float,
+    verify_memory: bool,
+) -> PipelineConfig:
+    """Settings from the command line, checked here; bad ones exit with code 2 and a message."""
+    from pgmr.kg.store import default_kg_file
+
+    try:
+        data_dir: Path | None = settings.data_dir
+    except FileNotFoundError:
+        data_dir = None  # labels then come from the memory; only the default store needs the data dir
+    if store is None:
+        if data_dir is None:
+            print_error(
+                "no data directory for the default store; pass --data-dir, or --store SPEC or --store none"
+            )
+            raise typer.Exit(2)
+        kg_file = default_kg_file(data_dir)
+        if not kg_file.is_file():
+            print_error(f"no knowledge graph at {kg_file}; pass --store SPEC (or --store none)")
+            raise typer.Exit(2)
+        store_spec: str | None = str(kg_file)
+    elif store.strip().lower() == "none":
+        store_spec = None
+    else:
+        store_spec = store
+    try:
+        return PipelineConfig(
+            model_dir=model,
+            memory_dir=memory_dir,
+            store=store_spec,
+            data_dir=data_dir,
+            k=k,
+            entity_threshold=threshold,
+            relation_threshold=threshold,
+            kg_check=kg_check,
+            max_probes=max_probes,
+            timeout=timeout,
+            verify_memory=verify_memory,
+        )
+    except ValueError as exc:
+        print_error(exc)
+        raise typer.Exit(2) from None
+
+
+def load_pipeline(config: PipelineConfig) -> Pipeline:
+    quiet_transformers()
+    try:
+        with console.status("loading the generator, memory and store"):
+            return Pipeline.load(config)
+    except PipelineError as exc:
+        print_error(exc)
+        raise typer.Exit(2) from None
+
+
+# -- rendering -------------------------------------------------------------------------------------------------
+
+STATUS_STYLE = {
+    "answered": "bold green",
+    "empty": "bold yellow",
+    "resolved": "bold yellow",
+    "refused": "bold magenta",
+    "invalid": "bold red",
+    "error": "bold red",
+}
+
+
+def highlighted(text: str) -> Text:
+    rendered = Text(text)
+    rendered.highlight_regex(r"\bentity\d+\b", "bold blue")
+    rendered.highlight_regex(r"\brelation\d+\b", "bold green")
+    rendered.highlight_regex(r"\[/?(ENT|REL)\]", "dim")
+    return rendered
+
+
+def candidate_table(p: PlaceholderView) -> Table:
+    colour = "blue" if p.kind == "entity" else "green"
+    title = f"[bold {colour}]{p.name}[/] [{'ENT' if p.kind == 'entity' else 'REL'}] {escape(p.label)}"
+    if p.description:
+        title += f" [dim]{escape(p.description)}[/]"
+    table = Table(title=title, title_justify="left", show_lines=False)
+    for col in ("", "id", "label", "description", "score", "similarity"):
+        table.add_column(col, justify="right" if col in ("score", "similarity") else "left")
+    for c in p.candidates:
+        chosen = c.id == p.chosen
+        style = "bold" if chosen else ("dim" if c.similarity < p.threshold else None)
+        table.add_row(
+            "✓" if chosen else "",
+            c.id,
+            escape(c.label),
+            escape(c.description or ""),
+            f"{c.score:.3f}",
+            f"{c.similarity:.3f}",
+            style=style,
+        )
+    if not p.supported:
+        table.caption = f"[magenta]no candidate reaches the threshold {p.threshold:.3f}[/]"
+    return table
+
+
+def answers_table(result: AskResult) -> Table:
+    table = Table(title=f"answers ({result.answer_count})", title_justify="left")
+    for col in ("variable", "answer", "id", "description / datatype"):
+        table.add_column(col)
+    for a in result.answers:
+        extra = a.description or a.language or (a.datatype.rsplit("#", 1)[-1] if a.datatype else "")
+        table.add_row(a.variable or "", escape(a.label or a.value), a.id or "", escape(extra or ""))
+    if result.answer_count > len(result.answers):
+        table.caption = f"first {len(result.answers)} of {result.answer_count}"
+    return table
+
+
+def probes_table(result: AskResult) -> Table:
+    table = Table(
+        title=f"KG check: {len(result.probes)} probe(s), choice: {result.choice}", title_justify="left"
+    )
+    for col in ("#", "mapping", "score", "results", "error"):
+        table.add_column(col, justify="right" if col in ("#", "score", "results") else "left")
+    for i, p in enumerate(result.probes, 1):
+        table.add_row(
+            str(i),
+            " ".join(f"{k}={v}" for k, v in p.mapping),
+            f"{p.score:.3f}",
+            "" if p.count is None else str(p.count),
+            escape(p.error or ""),
+            style="bold" if p.has_result else None,
+        )
+    return table
+
+
+def render(result: AskResult) -> Group:
+    parts: list[object] = []
+    if result.question:
+        parts.append(Text.assemble(("question: ", "bold"), result.question))
+    if result.intermediate is not None:
+        parts.append(
+            Panel(
+                highlighted(result.intermediate),
+                title=f"intermediate query ({result.mode})",
+                title_align="left",
+            )
+        )
+    parts.extend(candidate_table(p) for p in result.placeholders)
+    if result.sparql:
+        parts.append(
+            Panel(
+                Syntax(result.sparql, "sparql", word_wrap=True, theme="ansi_dark"),
+                title="final SPARQL",
+                title_align="left",
+            )
+        )
+    if len(result.probes) > 1 or result.choice in ("kg", "fallback"):
+        parts.append(probes_table(result))
+    status = Text.assemble(("status: ", "bold"), (result.status, STATUS_STYLE[result.status]))
+    if result.reason:
+        status.append(f"  {result.reason}")
+    if result.error and result.error.line is not None:
+        where = f" (line {result.error.line}" + (
+            f", column {result.error.column})" if result.error.column else ")"
+        )
+        status.append(where, "dim")
+    parts.append(status)
+    if result.boolean is not None:
+        parts.append(Text.assemble(("answer: ", "bold"), ("yes" if result.boolean else "no", "bold")))
+    elif result.answers:
+        parts.append(answers_table(result))
+    timings = " · ".join(f"{stage} {seconds * 1000:.0f} ms" for stage, seconds in result.timings)
+    parts.append(Text(timings, style="dim"))
+    return Group(*parts)  # type: ignore[arg-type]
+
+
+def ask(
+    ctx: typer.Context,
+    question: str = typer.Argument(..., help="A question in English"),
+    model: Path | None = MODEL_OPTION,
+    memory_dir: Path | None = MEMORY_OPTION,
+    store: str | None = STORE_OPTION,
+    k: int = K_OPTION,
+    threshold: float = THRESHOLD_OPTION,
+    kg_check: bool = KG_CHECK_OPTION,
+    max_probes: int = MAX_PROBES_OPTION,
+    timeout: float = TIMEOUT_OPTION,
+    verify_memory: bool = typer.Option(
+        False, "--verify-memory", help="Check the memory files' sha256 (slower)"
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON"),
+) -> None:
+    """Answer one question: intermediate query, candidates per placeholder, final SPARQL and answers."""
+    question = " ".join(question.split())
+    if not question:
+        print_error("the question is empty")
+        raise typer.Exit(2)
+    if len(question) > MAX_QUESTION_CHARS:
+        print_error(f"the question is {len(question)} characters long; at most {MAX_QUESTION_CHARS}")
+        raise typer.Exit(2)
+    config = build_config(
+        ctx.obj,
+        model=model,
+        memory_dir=memory_dir,
+        store=store,
+        k=k,
+        threshold=threshold,
+        kg_check=kg_check,
+        max_probes=max_probes,
+        timeout=timeout,
+        verify_memory=verify_memory,
+    )
+    pipeline = load_pipeline(config)
+    try:
+        with console.status("asking"):
+            result = pipeline.ask(question)
+    finally:
+        pipeline.close()
+    if json_out:
+        out.print_json(json.dumps(result.to_json()))
+    else:
+        out.print(render(result))
+    if result.status == "error":
+        raise typer.Exit(1)
+
+
+__all__ = ["ask", "build_config", "load_pipeline", "render"]

@@ -1,0 +1,97 @@
+"""`pgmr serve`: the HTTP service and its web page (uvicorn, one process, loopback by default)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from pathlib import Path
+
+import typer
+
+from pgmr.cli.ask import (
+    K_OPTION,
+    KG_CHECK_OPTION,
+    MAX_PROBES_OPTION,
+    MEMORY_OPTION,
+    MODEL_OPTION,
+    STORE_OPTION,
+    THRESHOLD_OPTION,
+    TIMEOUT_OPTION,
+    build_config,
+    load_pipeline,
+)
+from pgmr.cli.common import console, print_error
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    ctx: typer.Context,
+    host: str = typer.Option(
+        "127.0.0.1", help="Address to bind (loopback by default: there is no authentication)"
+    ),
+    port: int = typer.Option(8000, min=1, max=65535),
+    model: Path | None = MODEL_OPTION,
+    memory_dir: Path | None = MEMORY_OPTION,
+    store: str | None = STORE_OPTION,
+    k: int = K_OPTION,
+    threshold: float = THRESHOLD_OPTION,
+    kg_check: bool = KG_CHECK_OPTION,
+    max_probes: int = MAX_PROBES_OPTION,
+    timeout: float = TIMEOUT_OPTION,
+    log_level: str = typer.Option("info", help="uvicorn log level: critical, error, warning, info, debug"),
+) -> None:
+    """Serve POST /ask, POST /resolve, GET /memory/search, GET /health, the OpenAPI docs and a web page."""
+    try:
+        import uvicorn
+
+        from pgmr.service import create_app
+    except ImportError as exc:
+        print_error(f"the service needs the 'serve' extra ({exc.name} is missing): pip install 'pgmr[serve]'")
+        raise typer.Exit(2) from None
+    if log_level not in ("critical", "error", "warning", "info", "debug"):
+        print_error(f"unknown log level {log_level!r}")
+        raise typer.Exit(2)
+    if not _is_loopback(host):
+        console.print(
+            f"[yellow]warning:[/yellow] binding to {host}: the service has no authentication; "
+            "anyone who can reach this address can use it"
+        )
+    # Checked before the (slow) model load: a taken port would otherwise fail only after it.
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        print_error(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+        raise typer.Exit(2) from None
+    config = build_config(
+        ctx.obj,
+        model=model,
+        memory_dir=memory_dir,
+        store=store,
+        k=k,
+        threshold=threshold,
+        kg_check=kg_check,
+        max_probes=max_probes,
+        timeout=timeout,
+        verify_memory=True,
+    )
+    # Loaded here rather than in the app's lifespan so that a missing model or memory is a one-line error.
+    pipeline = load_pipeline(config)
+    console.print(f"pgmr serving on http://{host}:{port}/ (API docs at /docs); Ctrl+C stops it")
+    try:
+        uvicorn.run(create_app(pipeline=pipeline), host=host, port=port, log_level=log_level, workers=1)
+    finally:
+        pipeline.close()
+
+
+__all__ = ["serve"]

@@ -1,0 +1,148 @@
+"""Request and response bodies of the pgmr service (they are what /openapi.json documents)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MAX_QUESTION_CHARS = 1000
+MAX_QUERY_CHARS = 8000
+
+
+def _not_blank(value: str) -> str:
+    value = value.strip()
+    if not value:
+        raise ValueError("must not be blank")
+    return value
+
+
+class AskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(..., min_length=1, max_length=MAX_QUESTION_CHARS, examples=["Who founded Intel?"])
+
+    _strip = field_validator("question")(_not_blank)
+
+
+class ResolveRequest(BaseModel):
+    """An intermediate query (SPARQL-PGMR) to resolve; `execute` false stops before the store."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(
+        ...,
+        min_length=1,
+        max_length=MAX_QUERY_CHARS,
+        examples=[
+            "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\n"
+            "entity0 = [ENT] Intel [/ENT]\nrelation0 = [REL] founded by [/REL]"
+        ],
+    )
+    question: str | None = Field(None, max_length=MAX_QUESTION_CHARS)
+    execute: bool = True
+
+    _strip = field_validator("query")(_not_blank)
+
+
+class CandidateOut(BaseModel):
+    id: str
+    label: str
+    description: str | None
+    score: float
+    similarity: float
+
+
+class PlaceholderOut(BaseModel):
+    name: str
+    kind: Literal["entity", "relation"]
+    label: str
+    description: str
+    threshold: float
+    supported: bool
+    candidates: list[CandidateOut]
+    chosen: str | None
+
+
+class AnswerOut(BaseModel):
+    value: str
+    kind: str
+    variable: str | None = None
+    id: str | None = None
+    label: str | None = None
+    description: str | None = None
+    datatype: str | None = None
+    language: str | None = None
+
+
+class ProbeOut(BaseModel):
+    mapping: dict[str, str]
+    score: float
+    count: int | None
+    has_result: bool
+    seconds: float
+    error: str | None = None
+
+
+class AskErrorOut(BaseModel):
+    code: str
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+
+class AskResponse(BaseModel):
+    """One question's (or intermediate query's) way through the pipeline; see `pgmr.pipeline.AskResult`."""
+
+    question: str | None
+    status: Literal["answered", "empty", "resolved", "refused", "invalid", "error"]
+    mode: str
+    intermediate: str | None
+    placeholders: list[PlaceholderOut]
+    sparql: str | None
+    mapping: dict[str, str]
+    answers: list[AnswerOut]
+    answer_count: int
+    boolean: bool | None
+    reason: str | None
+    unsupported: list[str]
+    error: AskErrorOut | None
+    choice: str
+    probes: list[ProbeOut]
+    timings: dict[str, float]
+
+
+class SearchHitOut(BaseModel):
+    id: str
+    label: str
+    description: str | None
+    score: float
+    matched_text: str
+
+
+class SearchResponse(BaseModel):
+    query: str
+    kind: Literal["entity", "relation"]
+    hits: list[SearchHitOut]
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"]
+    version: str
+    mode: str
+    model: str | None
+    memory: dict[str, int]
+    store: str | None
+    kg_check: bool
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: list[str] | None = None
+
+
+class ErrorResponse(BaseModel):
+    """Every error the service returns: a stable code and a message, never a stack trace."""
+
+    error: ErrorBody
