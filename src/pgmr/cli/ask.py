@@ -202,6 +202,10 @@ def render(result: AskResult) -> Group:
                 title_align="left",
             )
         )
+    for name, generated, grounded in result.grounded:
+        parts.append(
+            Text.assemble((f"grounded {name}: ", "bold"), f"{generated!r} -> {grounded!r} (question span)")
+        )
     parts.extend(candidate_table(p) for p in result.placeholders)
     if result.sparql:
         parts.append(
