@@ -1,0 +1,188 @@
+"""distractors: the pgmr model's outputs resolved against memories grown around the gold entities.
+
+Size m holds the gold entities of the evaluated questions plus m times as many other entities (drawn at
+random, seeded, from the full memory); relations are all kept; `full` is the whole memory. Sub-memories are
+built from the full memory's stored vectors, so nothing is re-encoded. The model's outputs are generated
+once (or read from --predictions) and resolved against each memory, so only the memory changes.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pgmr.experiments.common import (
+    ExperimentError,
+    Workspace,
+    base_rows,
+    gold_entities,
+    md_table,
+    metrics_document,
+    note,
+    num,
+    parse_outputs,
+    pct,
+    pgmr_outputs,
+    report_header,
+    resolution_fields,
+    resolve_parsed,
+    score,
+    sub_memory,
+    write_experiment,
+    write_system,
+)
+
+NAME = "distractors"
+TITLE = "Distractor memory: PGMR resolution as the memory grows around the gold entities"
+DATASET = "lcquad2-test"
+DEFAULT_SIZES = "1,3,5,9,full"
+
+
+def parse_sizes(text: str) -> list[int | None]:
+    """ "1,3,5,9,full" -> [1, 3, 5, 9, None] (None: the whole memory). Raises ExperimentError."""
+    sizes: list[int | None] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        if part == "full":
+            sizes.append(None)
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise ExperimentError(f"--sizes: {part!r} is neither a whole number nor 'full'") from None
+        if value < 0:
+            raise ExperimentError(f"--sizes: {value} is negative")
+        sizes.append(value)
+    if not sizes:
+        raise ExperimentError("--sizes names no size")
+    if len(set(sizes)) != len(sizes):
+        raise ExperimentError("--sizes names a size twice")
+    return sizes
+
+
+def run(
+    ws: Workspace, *, sizes: Sequence[int | None], seed: int = 0, predictions: Path | None = None
+) -> dict[str, Any]:
+    records = ws.load_test(DATASET)
+    if not records:
+        raise ExperimentError(f"{DATASET} has no records")
+    outputs, source = pgmr_outputs(ws, records, predictions)
+    parsed = parse_outputs(outputs)
+    full = ws.memory
+    in_memory = full.entities.ids()
+    wanted = gold_entities(records)
+    gold = sorted(wanted & in_memory)
+    others = sorted(in_memory - set(gold))
+    random.Random(seed).shuffle(others)
+    results: list[dict[str, Any]] = []
+    for size in sizes:
+        label = "full" if size is None else f"{size}x"
+        if size is None:
+            memory, extra = full, len(in_memory) - len(gold)
+        else:
+            wanted_extra = size * len(gold)
+            if wanted_extra > len(others):
+                note(f"[yellow]{label}: only {len(others)} other entities in the memory[/yellow]")
+            chosen = others[:wanted_extra]
+            memory, extra = sub_memory(full, set(gold) | set(chosen)), len(chosen)
+        started = time.monotonic()
+        resolved = resolve_parsed(ws.resolver(memory), parsed, label=f"resolving ({label})")
+        seconds = round(time.monotonic() - started, 1)
+        rows = base_rows(records, outputs)
+        for row, result in zip(rows, resolved, strict=True):
+            row.update(resolution_fields(result))
+        evaluation = score(rows, records, catalog=None, label=f"scoring ({label})")
+        write_system(
+            ws.out_dir / label,
+            rows,
+            evaluation,
+            command=ws.settings.command,
+            inputs={"experiment": NAME, "memory_size": label, "gold": DATASET},
+            title=f"{NAME}: memory {label}",
+        )
+        results.append(
+            {
+                "size": size,
+                "label": label,
+                "entities_in_memory": len(memory.entities),
+                "entity_rows": len(memory.entities.rows),
+                "distractors": extra,
+                "resolution_seconds": seconds,
+                "overall": dict(evaluation.overall),
+            }
+        )
+        note(
+            f"memory {label}: {len(memory.entities)} entities, Query EM {pct(evaluation.overall['query_em'])}"
+        )
+    doc = metrics_document(
+        ws,
+        NAME,
+        TITLE,
+        settings={
+            "dataset": DATASET,
+            "questions": len(records),
+            "sizes": [r["label"] for r in results],
+            "seed": seed,
+        },
+        source=source,
+        gold_entities=len(gold),
+        gold_entities_not_in_memory=len(wanted) - len(gold),
+        parsed_outputs=sum(1 for p in parsed if not isinstance(p, Exception)),
+        results=results,
+    )
+    from pgmr.experiments.plots import distractor_plot
+
+    path = distractor_plot(results, ws.out_dir / f"{NAME}.png", title=TITLE)
+    doc["plots"] = [path.name] if path else []
+    write_experiment(ws, doc, report(doc))
+    return doc
+
+
+def tables(doc: Mapping[str, Any]) -> str:
+    rows = [
+        [
+            r["label"],
+            r["entities_in_memory"],
+            r["entity_rows"],
+            pct(r["overall"].get("query_em")),
+            pct(r["overall"].get("sqm")),
+            pct(r["overall"].get("uri_em")),
+            num(r["overall"].get("bleu")),
+            pct(r["overall"].get("refusal_rate")),
+            pct(r["overall"].get("invalid_rate")),
+        ]
+        for r in doc.get("results", [])
+    ]
+    header = ["memory", "entities", "entity rows", "Query EM", "SQM", "URI EM", "BLEU", "refused", "invalid"]
+    return "\n".join(
+        [
+            md_table(header, rows),
+            "",
+            f"{doc.get('gold_entities')} gold entities of {doc['settings']['questions']} questions "
+            f"({doc.get('gold_entities_not_in_memory', 0)} not in the memory at all); "
+            f"{doc.get('parsed_outputs')} model outputs parse. Rates in percent. The paper's distractor figures "
+            "are not transcribed here.",
+        ]
+    )
+
+
+def report(doc: Mapping[str, Any]) -> str:
+    parts = report_header(doc)
+    source = doc.get("source", {})
+    origin = (
+        f"read from `{source['predictions']}`"
+        if "predictions" in source
+        else f"generated once by `{source.get('model')}`"
+    )
+    parts += [
+        f"Model outputs {origin} and resolved against each memory (relations: all kept).",
+        "",
+        tables(doc),
+        "",
+    ]
+    for plot in doc.get("plots", []):
+        parts += [f"![{NAME}]({plot})", ""]
+    parts += ["Per size: `<size>/predictions.jsonl` (scored rows); raw outputs: `generated.jsonl`.", ""]
+    return "\n".join(parts)

@@ -1,0 +1,476 @@
+"""`pgmr experiment ...` end to end on real data: a small data directory cut from ../shared/data (real LC-QuAD
+2.0 and QALD-10 records, their real labels plus real distractor entities), a real memory built from it with
+the real encoder, and tiny models trained here."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from pgmr.cli.main import app
+from pgmr.jsonl import read_jsonl, write_jsonl
+
+pytestmark = pytest.mark.slow
+
+runner = CliRunner()
+N_TRAIN, N_TEST, N_QALD, N_OTHER = 90, 30, 6, 240
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _ids(sparql: str) -> set[str]:
+    from pgmr.conversion import ConversionError, to_skeleton
+
+    try:
+        return set(to_skeleton(sparql)[1].values())
+    except ConversionError:
+        return set()
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Real records and labels: the first LC-QuAD 2.0 train (clean tiers) and test records, QALD-10 questions
+    whose answers the small KG holds, the labels of every ID they use and some other real entities."""
+    from pgmr.config import resolve_data_dir
+
+    real = resolve_data_dir(None)
+    root = tmp_path_factory.mktemp("data")
+    train = [
+        r
+        for r in read_jsonl(real / "lcquad2" / "train.jsonl")
+        if r.get("tier") in ("A_uid_original", "B_original_sparql_no_uid") and r.get("question")
+    ][:N_TRAIN]
+    test = list(read_jsonl(real / "lcquad2" / "test.jsonl"))[:N_TEST]
+    write_jsonl(root / "lcquad2" / "train.jsonl", train)
+    write_jsonl(root / "lcquad2" / "test.jsonl", test)
+    qald = json.loads((real / "qald10" / "qald_10.json").read_text(encoding="utf-8"))
+    answered = set(json.loads((real / "kg" / "qald10_answer_derived_question_ids.json").read_text()))
+    qald["questions"] = [q for q in qald["questions"] if q["id"] in answered][:N_QALD]
+    (root / "qald10").mkdir()
+    (root / "qald10" / "qald_10.json").write_text(json.dumps(qald), encoding="utf-8")
+    (root / "kg").mkdir()
+    shutil.copy(real / "kg" / "qald10_answer_derived.nt", root / "kg")
+    from pgmr.datasets import load_qald
+
+    sparql = [r["sparql_wikidata"] for r in train + test]
+    sparql += [r.sparql for r in load_qald(root / "qald10" / "qald_10.json").records]
+    used = set().union(*(_ids(s) for s in sparql))
+    rows = list(read_jsonl(real / "memory" / "entities.jsonl"))
+    entities = [row for row in rows if row["id"] in used]
+    # Real homonyms of the gold entities make distractors bite; every 97th entity fills up the rest.
+    labels = {(row.get("label") or "").lower() for row in entities} - {""}
+    homonyms = [r for r in rows if r["id"] not in used and (r.get("label") or "").lower() in labels]
+    others = homonyms[: N_OTHER // 4]
+    others += [r for r in rows[::97] if r["id"] not in used and r.get("label") and r not in others]
+    others = others[:N_OTHER]
+    write_jsonl(root / "memory" / "entities.jsonl", entities + others)
+    write_jsonl(
+        root / "memory" / "properties.jsonl",
+        [row for row in read_jsonl(real / "memory" / "properties.jsonl") if row["id"] in used],
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def memory_dir(data_dir: Path, encoder: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from pgmr.kg.catalog import LabelCatalog
+    from pgmr.memory import Memory
+    from pgmr.resolver.priors import counts_from_dataset
+
+    out = tmp_path_factory.mktemp("memory") / "memory"
+    counts = counts_from_dataset("lcquad2-train", data_dir)
+    Memory.build(LabelCatalog.from_data_dir(data_dir), out, encoder, progress=False, prior_counts=counts)
+    return out
+
+
+def _converted(data_dir: Path, name: str) -> list[Any]:
+    from pgmr.conversion import ConversionSummary, convert_records
+    from pgmr.datasets import load_named
+    from pgmr.kg.catalog import LabelCatalog
+
+    records = load_named(name, data_dir).records
+    return list(convert_records(records, LabelCatalog.from_data_dir(data_dir), ConversionSummary()))
+
+
+TINY = {
+    "preset": "tiny",
+    "vocab_size": 320,
+    "max_source_len": 32,
+    "max_target_len": 32,
+    "batch_size": 8,
+    "eval_steps": 1,
+    "warmup_steps": 0,
+    "max_steps": 1,
+    "max_eval_examples": 2,
+    "logging_steps": 100,
+    "progress": False,
+}
+
+
+@pytest.fixture(scope="module")
+def models(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A one-step pgmr model and a one-step direct model (their outputs are noise: what is tested is that
+    every output, good or bad, is generated, resolved, scored and reported)."""
+    from pgmr.generators import build_examples
+    from pgmr.generators.seq2seq import TrainConfig, train_seq2seq
+
+    records = _converted(data_dir, "lcquad2-train")
+    root = tmp_path_factory.mktemp("models")
+    dirs = {}
+    for mode in ("pgmr", "direct"):
+        examples = build_examples(records, mode, max_description_words=0)
+        result = train_seq2seq(examples[:-4], examples[-4:], root / mode, TrainConfig(**TINY))  # type: ignore[arg-type]
+        dirs[mode] = result.model_dir
+    return dirs
+
+
+def _invoke(data_dir: Path, *args: str) -> Any:
+    return runner.invoke(app, ["--data-dir", str(data_dir), "experiment", *args])
+
+
+def _metrics(out: Path) -> dict[str, Any]:
+    return json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+
+
+def _oracle(data_dir: Path, path: Path, limit: int, *, description_words: int | None = None) -> Path:
+    """The gold queries converted to SPARQL-PGMR: what a perfect pgmr model would write (with labels only,
+    as the default model writes them, when `description_words` is 0)."""
+    from pgmr.datasets import load_named
+    from pgmr.generators import pgmr_target
+    from pgmr.query import parse
+
+    converted = {
+        r.id: pgmr_target(parse(r.intermediate), description_words)
+        for r in _converted(data_dir, "lcquad2-test")
+    }
+    rows = [
+        {"id": r.id, "prediction": converted.get(r.id, "")}
+        for r in load_named("lcquad2-test", data_dir).records[:limit]
+    ]
+    write_jsonl(path, rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def original_run(data_dir: Path, memory_dir: Path, models: dict[str, Path], tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+    out = tmp_path_factory.mktemp("experiments") / "lcquad2-original"
+    with pytest.MonkeyPatch.context() as patch:
+        # Default model paths are relative to the working directory: here, none exists (rag is missing).
+        patch.chdir(tmp_path_factory.mktemp("cwd"))
+        result = _invoke(
+            data_dir,
+            "lcquad2-original",
+            "--out",
+            str(out),
+            "--limit",
+            "10",
+            "--models",
+            f"pgmr={models['pgmr']},direct={models['direct']}",
+            "--memory",
+            str(memory_dir),
+            "--max-new-tokens",
+            "12",
+        )
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_list_names_every_experiment(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["experiment", "list", "--experiments-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    for name in ("lcquad2-original", "lcquad2-unknown-uri", "qald10", "distractors", "refusal"):
+        assert name in result.output
+    assert "not run" in result.output
+
+
+def test_lcquad2_original_compares_systems_with_the_paper(original_run: Path, data_dir: Path) -> None:
+    from pgmr.datasets import load_named
+    from pgmr.evaluation.metrics import evaluate
+
+    doc = _metrics(original_run)
+    systems = doc["systems"]
+    assert list(systems) == ["direct", "rag", "pgmr"]  # rag-pgmr only when given
+    assert systems["rag"]["status"] == "missing"
+    assert systems["rag"]["train_command"].startswith("pgmr train --mode rag")
+    gold = load_named("lcquad2-test", data_dir).records[:10]
+    for name in ("direct", "pgmr"):
+        entry = systems[name]
+        assert entry["status"] == "ok" and entry["overall"]["n"] == 10 and entry["parameters"] > 0
+        rows = list(read_jsonl(original_run / name / "predictions.jsonl"))
+        assert [r["id"] for r in rows] == [r.id for r in gold]
+        # The experiment's numbers are what `evaluate` gives for the rows it wrote.
+        again = evaluate([{k: v for k, v in r.items() if k != "eval"} for r in rows], gold)
+        for key in (
+            "query_em",
+            "sqm",
+            "bleu",
+            "uri_em",
+            "invalid_rate",
+            "refusal_rate",
+            "hallucination_rate_gold",
+        ):
+            assert again.overall[key] == entry["overall"][key], key
+        assert entry["overall"]["unknown_ids"] is not None  # the catalog was used (None without one)
+    assert all(
+        r["status"] in ("resolved", "refused", "invalid")
+        for r in read_jsonl(original_run / "pgmr" / "predictions.jsonl")
+    )
+    assert doc["command"].startswith(f"pgmr --data-dir {data_dir} experiment lcquad2-original")
+    assert "--limit 10" in doc["command"] and doc["wall_seconds"] > 0
+    report = (original_run / "report.md").read_text()
+    assert "T5-small PGMR (paper)" in report and "74.23" in report and "35.08" in report
+    assert "pgmr train --mode rag" in report
+    assert (original_run / "lcquad2-original.png").read_bytes().startswith(PNG)
+
+
+def test_bad_model_overrides_and_memory_are_clear_errors(
+    data_dir: Path, memory_dir: Path, models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    common = ["lcquad2-original", "--out", str(tmp_path / "x"), "--limit", "2"]
+    result = _invoke(data_dir, *common, "--models", "nope=dir")
+    assert result.exit_code == 2 and "unknown system 'nope'" in result.output
+    result = _invoke(data_dir, *common, "--models", f"pgmr={models['direct']}")
+    assert result.exit_code == 2 and "'direct' model" in result.output
+    result = _invoke(data_dir, *common, "--models", f"pgmr={tmp_path / 'none'}")
+    assert result.exit_code == 2 and "model_card.json" in result.output
+    result = _invoke(
+        data_dir, *common, "--models", f"pgmr={models['pgmr']}", "--memory", str(tmp_path / "nomem")
+    )
+    assert result.exit_code == 2 and "no pgmr memory" in result.output
+    assert not (tmp_path / "x" / "metrics.json").exists()
+
+
+def test_unknown_uri_trains_and_evaluates_on_held_out_entities(
+    data_dir: Path, memory_dir: Path, tmp_path: Path
+) -> None:
+    from pgmr.datasets.unknown_uri import entity_ids
+
+    out = tmp_path / "unknown"
+    args = ["lcquad2-unknown-uri", "--out", str(out), "--memory", str(memory_dir), "--limit", "5"]
+    args += ["--preset", "minilm-tiny", "--max-minutes", "1", "--max-steps", "1", "--eval-steps", "1"]
+    args += ["--max-eval-examples", "2", "--vocab-size", "400", "--max-source-len", "32"]
+    args += ["--max-target-len", "24", "--train-batch-size", "8", "--warmup-steps", "0"]
+    args += ["--max-new-tokens", "8", "--test-share", "0.2"]
+    result = _invoke(data_dir, *args)
+    assert result.exit_code == 0, result.output
+    doc = _metrics(out)
+    split = json.loads((out / "split" / "split.json").read_text())
+    test_ids = set(split["test_ids"])
+    assert test_ids and split["test_records"] == len(test_ids) == doc["split"]["test_records"]
+    # The split property, rechecked from the files: no entity of a test record in any training record.
+    pool = {f"lcquad2-train:{r.id}": r for r in _converted(data_dir, "lcquad2-train")}
+    pool |= {f"lcquad2-test:{r.id}": r for r in _converted(data_dir, "lcquad2-test")}
+    assert test_ids <= set(pool)
+    train_entities = {wid for rid, r in pool.items() if rid not in test_ids for wid in entity_ids(r)}
+    test_entities = {wid for rid in test_ids for wid in entity_ids(pool[rid])}
+    assert test_entities and not test_entities & train_entities
+    for mode in ("pgmr", "direct"):
+        card = json.loads((out / "runs" / mode / "model" / "model_card.json").read_text())
+        assert card["mode"] == mode and card["model"]["preset"] == "minilm-tiny"
+        assert doc["training"][mode]["global_step"] == 1
+        entry = doc["systems"][mode]
+        assert entry["status"] == "ok" and entry["overall"]["n"] == min(5, len(test_ids))
+        rows = list(read_jsonl(out / mode / "predictions.jsonl"))
+        assert {r["id"] for r in rows} <= test_ids
+    assert (
+        "no entity ID of a test question occurs in any training question" in (out / "report.md").read_text()
+    )
+
+    # Without training, a fresh directory has no models: reported missing, with how to make them; exit 1.
+    fresh = tmp_path / "fresh"
+    result = _invoke(
+        data_dir,
+        "lcquad2-unknown-uri",
+        "--out",
+        str(fresh),
+        "--memory",
+        str(memory_dir),
+        "--no-train",
+        "--modes",
+        "pgmr",
+        "--limit",
+        "2",
+    )
+    assert result.exit_code == 1, result.output
+    entry = _metrics(fresh)["systems"]["pgmr"]
+    assert entry["status"] == "missing" and "lcquad2-unknown-uri" in entry["train_command"]
+
+
+def test_qald10_scores_answers_on_the_store(
+    data_dir: Path, memory_dir: Path, models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no default rag model here
+    out = tmp_path / "qald"
+    common = ["qald10", "--out", str(out), "--memory", str(memory_dir), "--limit", "4"]
+    common += ["--models", f"pgmr={models['pgmr']},direct={models['direct']}", "--max-new-tokens", "12"]
+    result = _invoke(data_dir, *common)
+    assert result.exit_code == 0, result.output
+    doc = _metrics(out)
+    assert doc["settings"]["store"].endswith("qald10_answer_derived.nt")
+    for name in ("direct", "pgmr"):
+        overall = doc["systems"][name]["overall"]
+        assert overall["n"] == 4 and overall["answer_scored"] == 4
+        assert overall["answer_f1"] is not None and 0.0 <= overall["answer_f1"] <= 1.0
+    assert doc["systems"]["chat-pgmr"]["status"] == "not run"
+    assert "--server" in (out / "report.md").read_text()
+    result = _invoke(data_dir, *common, "--server", "http://127.0.0.1:9")
+    assert result.exit_code == 2 and "--server-model" in result.output
+
+
+def test_qald10_chat_row_resolves_and_executes_what_the_server_writes(
+    data_dir: Path, memory_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real OpenAI-compatible HTTP server on 127.0.0.1 that answers each question with its gold query in
+    SPARQL-PGMR: the chat row must resolve those to the gold queries and execute them to the gold answers;
+    a server that fails costs only its own row."""
+    from llm_server import scripted_server
+    from pgmr.datasets import load_named
+
+    monkeypatch.chdir(tmp_path)  # no default models here: the chat row is the only one evaluated
+    questions = {r.question: r.intermediate for r in _converted(data_dir, "qald10-test")}
+    assert len(questions) >= 3
+
+    def oracle(path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
+        if path == "/v1/models":
+            return 200, {"object": "list", "data": [{"id": "oracle", "owned_by": "test"}]}
+        asked = body["messages"][-1]["content"]  # type: ignore[index]
+        answer = next((q for text, q in questions.items() if text in asked), "no idea")
+        return 200, {"choices": [{"message": {"role": "assistant", "content": answer}}]}
+
+    out = tmp_path / "qald-chat"
+    args = ["qald10", "--out", str(out), "--memory", str(memory_dir), "--limit", "4", "--k-shots", "0"]
+    with scripted_server(oracle) as (url, received):
+        result = _invoke(data_dir, *args, "--server", url, "--server-model", "oracle")
+    assert result.exit_code == 0, result.output
+    assert len(received) == 4
+    chat = _metrics(out)["systems"]["chat-pgmr"]
+    converted = sum(1 for r in load_named("qald10-test", data_dir).records[:4] if r.question in questions)
+    assert chat["status"] == "ok" and chat["overall"]["n"] == 4
+    # Gold queries in, so (nearly) gold queries out, and the small KG holds these questions' answers.
+    assert chat["overall"]["query_em"] >= 0.75 * converted / 4
+    assert chat["overall"]["answer_f1"] >= 0.75 * converted / 4
+    rows = list(read_jsonl(out / "chat-pgmr" / "predictions.jsonl"))
+    assert all(r["status"] in ("resolved", "refused", "invalid") for r in rows)
+
+    def broken(path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
+        if path == "/v1/models":
+            return 200, {"object": "list", "data": [{"id": "oracle", "owned_by": "test"}]}
+        return 500, {"error": {"message": "overloaded"}}
+
+    with scripted_server(broken) as (url, _):
+        result = _invoke(data_dir, *args, "--server", url, "--server-model", "oracle")
+    # Every seq2seq model is missing and the chat row failed: nothing was evaluated.
+    assert result.exit_code == 1, result.output
+    chat = _metrics(out)["systems"]["chat-pgmr"]
+    assert chat["status"] == "error" and "500" in chat["note"]
+
+
+def test_distractors_resolve_one_set_of_outputs_against_growing_memories(
+    data_dir: Path, memory_dir: Path, models: dict[str, Path], tmp_path: Path
+) -> None:
+    oracle = _oracle(data_dir, tmp_path / "oracle.jsonl", 12, description_words=0)
+    out = tmp_path / "distractors"
+    args = ["distractors", "--out", str(out), "--memory", str(memory_dir), "--limit", "12"]
+    result = _invoke(data_dir, *args, "--predictions", str(oracle), "--sizes", "0,1,3,full")
+    assert result.exit_code == 0, result.output
+    doc = _metrics(out)
+    results = {r["label"]: r for r in doc["results"]}
+    assert list(results) == ["0x", "1x", "3x", "full"]
+    gold = doc["gold_entities"]
+    assert gold > 0 and results["0x"]["entities_in_memory"] == gold
+    assert results["1x"]["entities_in_memory"] == 2 * gold
+    assert results["3x"]["entities_in_memory"] == 4 * gold <= results["full"]["entities_in_memory"]
+    # A perfect generator's queries resolve back to the gold with only the gold entities around...
+    assert results["0x"]["overall"]["query_em"] >= 0.6
+    # ...and the memories are nested, so a question right in a larger memory is right in every smaller one.
+    em = {
+        label: {r["id"]: r["eval"]["query_em"] for r in read_jsonl(out / label / "predictions.jsonl")}
+        for label in results
+    }
+    for small, large in (("0x", "1x"), ("1x", "3x"), ("3x", "full")):
+        assert all(em[small][i] for i, right in em[large].items() if right), (small, large)
+    assert (out / "distractors.png").read_bytes().startswith(PNG)
+    assert len(list(read_jsonl(out / "generated.jsonl"))) == 12
+
+    # With the model: its outputs are generated once, then resolved per size.
+    out2 = tmp_path / "with-model"
+    result = _invoke(
+        data_dir,
+        "distractors",
+        "--out",
+        str(out2),
+        "--memory",
+        str(memory_dir),
+        "--limit",
+        "3",
+        "--sizes",
+        "1",
+        "--models",
+        f"pgmr={models['pgmr']}",
+        "--max-new-tokens",
+        "12",
+    )
+    assert result.exit_code == 0, result.output
+    doc = _metrics(out2)
+    assert doc["source"]["model"] == str(models["pgmr"]) and doc["results"][0]["overall"]["n"] == 3
+    result = _invoke(data_dir, "distractors", "--out", str(out2), "--sizes", "1,x")
+    assert result.exit_code == 2 and "'x'" in result.output
+
+
+def test_refusal_sweep_refuses_questions_whose_entities_left_the_memory(
+    data_dir: Path, memory_dir: Path, tmp_path: Path
+) -> None:
+    oracle = _oracle(data_dir, tmp_path / "oracle.jsonl", 30)
+    out = tmp_path / "refusal"
+    args = ["refusal", "--out", str(out), "--memory", str(memory_dir), "--limit", "30"]
+    result = _invoke(data_dir, *args, "--predictions", str(oracle), "--entity-threshold", "0.8")
+    assert result.exit_code == 0, result.output
+    doc = _metrics(out)
+    sample = doc["sample"]
+    assert sample["answerable"] + sample["unanswerable"] == sample["questions"] > 10
+    assert sample["unanswerable"] >= sample["questions"] // 2 and sample["removed_entities"] > 0
+    curve = doc["curve"]
+    coverage = [p["coverage"] for p in curve]
+    recall = [p["refusal_recall"] for p in curve]
+    assert coverage == sorted(coverage, reverse=True) and recall == sorted(recall)
+    assert doc["chosen"]["threshold"] == 0.8 and doc["chosen"]["sweep_agrees"] is True
+    rows = list(read_jsonl(out / "threshold-0.8" / "predictions.jsonl"))
+    assert sum(r["status"] == "refused" for r in rows) == doc["chosen"]["refused_by_resolver"]
+    # An unanswerable question's gold entity is gone from the memory, so no answer to it can be the gold.
+    unanswered = [r for r in rows if not r["answerable"] and r["status"] == "resolved"]
+    assert all(not r["eval"]["query_em"] for r in unanswered)
+    # A perfect generator on answerable questions with descriptions is mostly right and mostly not refused.
+    answerable = [r for r in rows if r["answerable"] and r["prediction"]]
+    assert answerable and sum(r["eval"]["query_em"] for r in answerable) >= len(answerable) / 2
+    assert (out / "refusal.png").read_bytes().startswith(PNG)
+
+
+def test_results_doc_gathers_tables_and_marks_experiments_not_run(original_run: Path, tmp_path: Path) -> None:
+    target = tmp_path / "results.md"
+    result = runner.invoke(
+        app,
+        ["experiment", "results-doc", "--experiments-dir", str(original_run.parent), "--out", str(target)],
+    )
+    assert result.exit_code == 0, result.output
+    text = target.read_text()
+    assert text.startswith("# Results")
+    assert "| system | n | Query EM | SQM | BLEU | URI EM |" in text
+    assert "T5-small PGMR (paper)" in text and "GPT-4o PGMR" in text and "69.48" in text
+    doc = _metrics(original_run)
+    assert f"{100 * doc['systems']['pgmr']['overall']['query_em']:.2f}" in text
+    assert "quick run (--limit 10)" in text
+    for name in ("lcquad2-unknown-uri", "qald10", "distractors", "refusal"):
+        assert f"Not run: no `{name}/metrics.json` yet" in text
+    assert "Model size and training" in text and "Hallucination" in text
+    bad = tmp_path / "bad" / "refusal"
+    bad.mkdir(parents=True)
+    (bad / "metrics.json").write_text("{not json")
+    result = runner.invoke(
+        app, ["experiment", "results-doc", "--experiments-dir", str(bad.parent), "--out", str(target)]
+    )
+    assert result.exit_code == 2 and "cannot read" in result.output
