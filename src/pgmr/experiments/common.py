@@ -342,13 +342,21 @@ def rag_contexts(card: Mapping[str, Any], memory: Memory, questions: Sequence[st
         return retriever.contexts(list(questions))
 
 
-def parse_outputs(outputs: Sequence[str]) -> list[IntermediateQuery | IntermediateQueryError]:
+def parse_outputs(
+    outputs: Sequence[str], questions: Sequence[str] | None = None
+) -> list[IntermediateQuery | IntermediateQueryError]:
+    """Parsed outputs; with `questions`, entity labels are grounded in them as `pgmr generate --resolve` and
+    `pgmr ask` do (pgmr.generators.grounding, default threshold), so experiments measure the shipped path."""
+    from pgmr.generators.grounding import ground_labels
+
     parsed: list[IntermediateQuery | IntermediateQueryError] = []
-    for text in outputs:
+    for i, text in enumerate(outputs):
         try:
-            parsed.append(parse(text))
+            query = parse(text)
         except IntermediateQueryError as exc:
             parsed.append(exc)
+            continue
+        parsed.append(ground_labels(query, questions[i])[0] if questions is not None else query)
     return parsed
 
 
@@ -550,7 +558,9 @@ def predict(
     if mode in PGMR_MODES:
         started = time.monotonic()
         results = resolve_parsed(
-            resolver or ws.resolver(), parse_outputs(outputs), label=f"resolving ({label or mode})"
+            resolver or ws.resolver(),
+            parse_outputs(outputs, questions),
+            label=f"resolving ({label or mode})",
         )
         for row, result in zip(rows, results, strict=True):
             row.update(resolution_fields(result))

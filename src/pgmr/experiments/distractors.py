@@ -69,7 +69,7 @@ def run(
     if not records:
         raise ExperimentError(f"{DATASET} has no records")
     outputs, source = pgmr_outputs(ws, records, predictions)
-    parsed = parse_outputs(outputs)
+    parsed = parse_outputs(outputs, [r.question for r in records])
     full = ws.memory
     in_memory = full.entities.ids()
     wanted = gold_entities(records)

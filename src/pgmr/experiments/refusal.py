@@ -124,7 +124,7 @@ def run(
     answerable = [gold_entities([r]) <= kept for r in records]
 
     outputs, source = pgmr_outputs(ws, records, predictions)
-    parsed = parse_outputs(outputs)
+    parsed = parse_outputs(outputs, [r.question for r in records])
     relation_threshold = ws.settings.relation_threshold
     # Never refusing on entities: every parsable output gets its resolution and its weakest entity similarity.
     open_resolver = Resolver(
