@@ -29,7 +29,9 @@ def test_a_misspelt_copy_snaps_to_the_question_span() -> None:
 
 def test_labels_far_from_every_span_stay_as_generated() -> None:
     query = parse(QUERY.replace("Roman Poly Poli", "United States of America"))
-    grounded, snaps = ground_labels(query, "Was Roman Polanski born in the USA?")
+    # Every span of this question is under 0.5 from both entity labels. (At 0.5 a short label can still
+    # snap to an unrelated short word: "Paris" vs "Was" is exactly 0.5; docs/generators.md.)
+    grounded, snaps = ground_labels(query, "Did Roman Polanski come from the USA?")
     assert snaps == () and grounded == query
 
 
