@@ -46,7 +46,11 @@ def _questions(source: str, data_dir: Path | None, fmt: str) -> list[dict[str, A
 
 def generate(
     ctx: typer.Context,
-    model_dir: Path = typer.Argument(..., help="Trained model directory (or the training --out directory)"),
+    model_dir: str = typer.Argument(
+        ...,
+        help="Trained model directory (or the training --out directory), or the URL of an OpenAI-compatible "
+        "chat server (http://... ; see docs/llm-backend.md)",
+    ),
     source: str = typer.Argument(
         ..., help=f"Questions: a dataset name ({', '.join(NAMED_DATASETS)}), a dataset file or JSONL"
     ),
@@ -68,16 +72,42 @@ def generate(
         "before resolving (docs/generators.md); 1 turns it off",
     ),
     memory_dir: Path | None = MEMORY_OPTION,
+    chat_mode: str | None = typer.Option(
+        None, "--mode", help="Chat server: what to write (pgmr | direct | rag | rag-pgmr)"
+    ),
+    llm_model: str | None = typer.Option(None, help="Chat server: model name (default: the first it lists)"),
+    shots: str = typer.Option(
+        "lcquad2-train", help="Chat server: dataset (name or file) of few-shot examples"
+    ),
+    shots_limit: int | None = typer.Option(None, min=1, help="Chat server: only the first N shot records"),
+    k_shots: int = typer.Option(5, min=0, help="Chat server: examples per prompt, nearest to the question"),
+    constrain: str = typer.Option(
+        "auto", help="Chat server: grammar-constrained decoding: auto | gbnf | none"
+    ),
+    grammar_field: str = typer.Option("grammar", help="Chat server: request field of the GBNF grammar"),
+    api_key: str | None = typer.Option(None, envvar="PGMR_LLM_API_KEY", help="Chat server: API key"),
+    timeout: float = typer.Option(60.0, min=0.1, help="Chat server: seconds per request"),
+    temperature: float = typer.Option(0.0, min=0.0, max=2.0, help="Chat server: sampling temperature"),
 ) -> None:
     """Write one prediction per question; with --resolve, also the SPARQL (or refusal, or parse error)."""
+    from pgmr.generators.base import GeneratorError, check_mode
     from pgmr.generators.seq2seq.card import ModelCardError, read_model_card
 
     settings: Settings = ctx.obj
-    try:
-        card = read_model_card(model_dir)
-    except ModelCardError as exc:
-        print_error(exc)
-        raise typer.Exit(2) from None
+    chat = model_dir.startswith(("http://", "https://"))
+    if chat:
+        try:
+            mode = check_mode(chat_mode or "")
+        except ValueError:
+            print_error(f"a chat server needs --mode (pgmr | direct | rag | rag-pgmr), got {chat_mode!r}")
+            raise typer.Exit(2) from None
+        card: dict[str, Any] = {"mode": mode}
+    else:
+        try:
+            card = read_model_card(model_dir)
+        except ModelCardError as exc:
+            print_error(exc)
+            raise typer.Exit(2) from None
     mode = card["mode"]
     if resolve and mode not in PGMR_MODES:
         console.print(f"[red]error:[/red] --resolve needs a pgmr or rag-pgmr model; this one is {mode!r}")
@@ -104,9 +134,35 @@ def generate(
         console.print("retrieving candidates")
         contexts = retriever.contexts([r["question"] for r in rows])
 
-    from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
+    if chat:
+        from pgmr.generators.chat.build import chat_generator_for_cli
 
-    generator = Seq2SeqGenerator.load(model_dir, device, num_beams=num_beams, max_new_tokens=max_new_tokens)
+        try:
+            generator: Any = chat_generator_for_cli(
+                model_dir,
+                mode,
+                settings,
+                model=llm_model,
+                shots=shots,
+                shots_limit=shots_limit,
+                k_shots=k_shots,
+                constrain=constrain,
+                grammar_field=grammar_field,
+                api_key=api_key,
+                timeout=timeout,
+                temperature=temperature,
+                max_tokens=max_new_tokens or 256,
+                shot_context=retriever.contexts if mode in RAG_MODES else None,
+            )
+        except (ValueError, DatasetError, FileNotFoundError, GeneratorError) as exc:
+            print_error(exc)
+            raise typer.Exit(2) from None
+    else:
+        from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
+
+        generator = Seq2SeqGenerator.load(
+            model_dir, device, num_beams=num_beams, max_new_tokens=max_new_tokens
+        )
     predictions: list[str] = []
     chunk = batch_size * 8
     with progress_bar() as bar:
@@ -114,7 +170,11 @@ def generate(
         for start in range(0, len(rows), chunk):
             questions = [r["question"] for r in rows[start : start + chunk]]
             part = contexts[start : start + chunk] if contexts is not None else None
-            predictions.extend(generator.generate(questions, contexts=part, batch_size=batch_size))
+            try:
+                predictions.extend(generator.generate(questions, contexts=part, batch_size=batch_size))
+            except GeneratorError as exc:
+                print_error(exc)
+                raise typer.Exit(1) from None
             bar.advance(task, len(questions))
     results: list[dict[str, Any]] = []
     for row, prediction in zip(rows, predictions, strict=True):
