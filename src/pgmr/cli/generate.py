@@ -154,7 +154,10 @@ def generate(
                 max_tokens=max_new_tokens or 256,
                 shot_context=retriever.contexts if mode in RAG_MODES else None,
             )
-        except (ValueError, DatasetError, FileNotFoundError, GeneratorError) as exc:
+        except GeneratorError as exc:  # the server, not the input: same status as failing mid-run
+            print_error(exc)
+            raise typer.Exit(1) from None
+        except (ValueError, DatasetError, FileNotFoundError) as exc:
             print_error(exc)
             raise typer.Exit(2) from None
     else:
@@ -220,7 +223,9 @@ def _resolve_into(results: list[dict[str, Any]], memory: Any, grounding: float =
         try:
             query = parse(item["prediction"])
             if grounding < 1.0:
-                query, snaps = ground_labels(query, item["question"], GroundingConfig(min_similarity=grounding))
+                query, snaps = ground_labels(
+                    query, item["question"], GroundingConfig(min_similarity=grounding)
+                )
                 if snaps:
                     item["grounded"] = [
                         {"placeholder": s.placeholder, "generated": s.generated, "grounded": s.grounded}
