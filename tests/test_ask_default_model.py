@@ -69,7 +69,9 @@ def test_the_default_model_answers_qald_questions_the_graph_holds(pipeline, qald
     result = pipeline.ask(_question(qald_id))
     assert result.status == "answered", result.to_json()
     assert ANSWERED[qald_id] in {a.id for a in result.answers}
-    assert result.sparql and "wd:" + ANSWERED[qald_id] not in result.sparql  # the answer is found, not written
+    assert (
+        result.sparql and "wd:" + ANSWERED[qald_id] not in result.sparql
+    )  # the answer is found, not written
 
 
 def test_a_question_about_nothing_in_memory_is_refused_with_its_reason(pipeline, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -84,3 +86,29 @@ def test_a_question_about_nothing_in_memory_is_refused_with_its_reason(pipeline,
         strict.close()
     assert result.status == "refused"
     assert result.reason and "entity" in result.reason and result.unsupported
+
+
+def test_pgmr_ask_cli_returns_the_gold_answer(pipeline) -> None:  # type: ignore[no-untyped-def]
+    """The same through the command a user types (`pgmr ask --json`), default model and default store."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from pgmr.cli.main import app
+
+    result = CliRunner().invoke(
+        app,
+        [
+            "--data-dir",
+            str(DATA_DIR),
+            "ask",
+            _question("354"),
+            "--memory",
+            str(pipeline.config.memory_dir),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    assert answer["status"] == "answered"
+    assert "Q298761" in {a.get("id") for a in answer["answers"]}
