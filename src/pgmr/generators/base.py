@@ -19,6 +19,22 @@ def check_mode(mode: str) -> str:
     return mode
 
 
+def check_generate_inputs(
+    mode: str, questions: Sequence[str], contexts: Sequence[str] | None, batch_size: int
+) -> None:
+    """The argument checks every `Generator.generate` makes, with the same messages for every backend."""
+    if isinstance(questions, str):
+        raise TypeError("generate takes a sequence of questions, not one string")
+    if batch_size < 1:
+        raise ValueError("batch_size must be positive")
+    if mode in RAG_MODES and (contexts is None or len(contexts) != len(questions)):
+        got = "none" if contexts is None else str(len(contexts))
+        raise ValueError(
+            f"mode {mode!r} needs contexts: one candidate block per question "
+            f"({len(questions)} questions, {got} contexts)"
+        )
+
+
 @runtime_checkable
 class Generator(Protocol):
     """A trained question -> query model. `generate` returns one raw text per question, in order."""

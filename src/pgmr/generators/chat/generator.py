@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pgmr.generators.base import PGMR_MODES, RAG_MODES, GeneratorError, check_mode
+from pgmr.generators.base import PGMR_MODES, RAG_MODES, GeneratorError, check_generate_inputs, check_mode
 from pgmr.generators.chat.client import ChatClient, ServerHTTPError
 from pgmr.generators.chat.grammar import grammar_for_mode, mapping_grammar, skeleton_grammar
 from pgmr.generators.chat.prompts import (
@@ -135,15 +135,7 @@ class ChatGenerator:
     def generate(
         self, questions: Sequence[str], *, contexts: Sequence[str] | None = None, batch_size: int = 16
     ) -> list[str]:
-        if isinstance(questions, str):
-            raise TypeError("generate takes a sequence of questions, not one string")
-        if batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
-        if self.mode in RAG_MODES:
-            if contexts is None:
-                raise ValueError(f"mode {self.mode!r} needs contexts (one candidate block per question)")
-            if len(contexts) != len(questions):
-                raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts")
+        check_generate_inputs(self.mode, questions, contexts, batch_size)
         if not questions:
             return []
         self.uses_grammar()  # probe once here, not from every worker thread

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from pgmr.generators.base import RAG_MODES, check_mode
+from pgmr.generators.base import RAG_MODES, check_generate_inputs, check_mode
 from pgmr.generators.examples import source_text
 from pgmr.generators.seq2seq.card import read_model_card, resolve_model_dir
 from pgmr.generators.seq2seq.model import SOURCE_TOKENIZER_DIR
@@ -83,13 +83,9 @@ class Seq2SeqGenerator:
         self, questions: Sequence[str], *, contexts: Sequence[str] | None = None, batch_size: int = 16
     ) -> list[str]:
         """One raw output text per question, in order. RAG modes need one candidate block per question."""
-        if isinstance(questions, str):
-            raise TypeError("generate takes a sequence of questions, not one string")
-        if batch_size < 1:
-            raise ValueError("batch_size must be positive")
+        check_generate_inputs(self.mode, questions, contexts, batch_size)
         if self.mode in RAG_MODES:
-            if contexts is None or len(contexts) != len(questions):
-                raise ValueError(f"mode {self.mode!r} needs one context (candidate block) per question")
+            assert contexts is not None
             sources = [source_text(q, c) for q, c in zip(questions, contexts, strict=True)]
         else:
             sources = [source_text(q) for q in questions]
