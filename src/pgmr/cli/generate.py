@@ -218,14 +218,13 @@ def _resolve_into(results: list[dict[str, Any]], memory: Any, grounding: float =
     from pgmr.resolver import Resolver
 
     resolver = Resolver(memory)
+    config = GroundingConfig(min_similarity=grounding) if grounding < 1.0 else None
     parsed = []
     for i, item in enumerate(results):
         try:
             query = parse(item["prediction"])
-            if grounding < 1.0:
-                query, snaps = ground_labels(
-                    query, item["question"], GroundingConfig(min_similarity=grounding)
-                )
+            if config is not None:
+                query, snaps = ground_labels(query, item["question"], config)
                 if snaps:
                     item["grounded"] = [
                         {"placeholder": s.placeholder, "generated": s.generated, "grounded": s.grounded}
