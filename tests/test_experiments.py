@@ -450,27 +450,57 @@ def test_refusal_sweep_refuses_questions_whose_entities_left_the_memory(
     assert (out / "refusal.png").read_bytes().startswith(PNG)
 
 
-def test_results_doc_gathers_tables_and_marks_experiments_not_run(original_run: Path, tmp_path: Path) -> None:
-    target = tmp_path / "results.md"
-    result = runner.invoke(
-        app,
-        ["experiment", "results-doc", "--experiments-dir", str(original_run.parent), "--out", str(target)],
-    )
+def test_results_doc_publishes_runs_and_gathers_tables(original_run: Path, tmp_path: Path) -> None:
+    target = tmp_path / "docs" / "results.md"
+    published = tmp_path / "docs" / "results"
+
+    def results_doc(experiments_dir: Path) -> Any:
+        return runner.invoke(
+            app,
+            [
+                "experiment",
+                "results-doc",
+                "--experiments-dir",
+                str(experiments_dir),
+                "--published",
+                str(published),
+                "--out",
+                str(target),
+            ],
+        )
+
+    result = results_doc(original_run.parent)
     assert result.exit_code == 0, result.output
+    doc = _metrics(original_run)
+    copied = published / "lcquad2-original"
+    assert json.loads((copied / "metrics.json").read_text()) == doc
+    assert (copied / "report.md").read_text() == (original_run / "report.md").read_text()
+    for plot in doc["plots"]:
+        assert (copied / plot).read_bytes() == (original_run / plot).read_bytes()
     text = target.read_text()
     assert text.startswith("# Results")
     assert "| system | n | Query EM | SQM | BLEU | URI EM |" in text
     assert "T5-small PGMR (paper)" in text and "GPT-4o PGMR" in text and "69.48" in text
-    doc = _metrics(original_run)
     assert f"{100 * doc['systems']['pgmr']['overall']['query_em']:.2f}" in text
     assert "quick run (--limit 10)" in text
+    # Plots are linked relative to the document, into the published copies.
+    assert f"](results/lcquad2-original/{doc['plots'][0]})" in text
     for name in ("lcquad2-unknown-uri", "qald10", "distractors", "refusal"):
         assert f"Not run: no `{name}/metrics.json` yet" in text
+    # The margin table holds the split that has both systems, with the points and the ratio computed.
+    p, d = (100 * doc["systems"][m]["overall"]["query_em"] for m in ("pgmr", "direct"))
+    margin_rows = [line for line in text.splitlines() if line.startswith("| original |")]
+    assert len(margin_rows) == 1 and f"{p - d:+.2f}" in margin_rows[0]
     assert "Model size and training" in text and "Hallucination" in text
+
+    # A machine that ran nothing (empty scratch directory) keeps the published results.
+    result = results_doc(tmp_path / "nothing-ran")
+    assert result.exit_code == 0, result.output
+    assert target.read_text() == text
+
     bad = tmp_path / "bad" / "refusal"
     bad.mkdir(parents=True)
     (bad / "metrics.json").write_text("{not json")
-    result = runner.invoke(
-        app, ["experiment", "results-doc", "--experiments-dir", str(bad.parent), "--out", str(target)]
-    )
+    result = results_doc(bad.parent)
     assert result.exit_code == 2 and "cannot read" in result.output
+    assert target.read_text() == text and not (published / "refusal").exists()

@@ -243,9 +243,7 @@ def test_decoder_embeddings_start_from_the_encoder_embeddings() -> None:
     source = source_tokenizer_for("minilm-tiny")
     target = train_tokenizer([e.target for e in build_examples(RECORDS, "pgmr")] * 3, vocab_size=320)
     model = build_encoder_decoder("minilm-tiny", source, target)
-    words = {
-        token: target.convert_tokens_to_string([token]).strip() for token in target.get_vocab()
-    }
+    words = {token: target.convert_tokens_to_string([token]).strip() for token in target.get_vocab()}
     checked = 0
     for token, text in words.items():
         if len(text) >= 4 and text.isalpha():

@@ -413,21 +413,35 @@ def refusal(
 @app.command("results-doc")
 def results_doc(
     experiments_dir: Path = typer.Option(
-        DEFAULT_OUT_ROOT, "--experiments-dir", help="Where the experiments wrote"
+        DEFAULT_OUT_ROOT, "--experiments-dir", help="Where the experiments wrote (their scratch directories)"
+    ),
+    published_dir: Path = typer.Option(
+        Path("docs") / "results",
+        "--published",
+        help="Versioned copies of each experiment's metrics.json, report.md and plots; the document is made "
+        "from these",
+    ),
+    publish: bool = typer.Option(
+        True, "--publish/--no-publish", help="Copy the runs under --experiments-dir into --published first"
     ),
     out_path: Path = typer.Option(Path("docs") / "results.md", "--out", "-o", help="The markdown to write"),
 ) -> None:
-    """Gather every experiment's metrics.json into docs/results.md (tables beside the paper's, wall times,
-    deviations; "not run" where an experiment has no metrics yet)."""
+    """Publish every experiment's metrics.json, report.md and plots into docs/results/NAME/ and gather them
+    into docs/results.md (tables beside the paper's, wall times, deviations; experiments not re-run keep their
+    published results; "not run" where none was ever published)."""
     from pgmr.experiments.results_doc import ResultsDocError, load_metrics, write_results_doc
+    from pgmr.experiments.results_doc import publish as publish_runs
 
     try:
-        write_results_doc(experiments_dir, out_path)
-        docs = load_metrics(experiments_dir)
+        published = publish_runs(experiments_dir, published_dir) if publish else []
+        write_results_doc(published_dir, out_path)
+        docs = load_metrics(published_dir)
     except ResultsDocError as exc:
         print_error(exc)
         raise typer.Exit(2) from None
     ran = [name for name, doc in docs.items() if doc is not None]
+    if published:
+        console.print(f"published {', '.join(published)} from {experiments_dir} into {published_dir}")
     console.print(
         f"wrote {out_path}: {len(ran)} of {len(docs)} experiments with results"
         + (f" (not run: {', '.join(n for n in docs if n not in ran)})" if len(ran) < len(docs) else "")

@@ -1,8 +1,13 @@
 """docs/results.md, generated from every experiment's metrics.json (`pgmr experiment results-doc`).
 
+Experiments write to a scratch directory (artifacts/experiments/NAME/, not versioned: predictions are large).
+`publish` copies each run's metrics.json, report.md and plots into a versioned directory (docs/results/NAME/),
+and the document is generated from there, so an experiment that is not re-run keeps its last published
+results instead of falling back to "not run" on a machine that never ran it.
+
 Each experiment gets its tables (the same ones its report.md shows), its command and wall time, or "not run"
-when it has no metrics.json yet; the LC-QuAD 2.0 table sits beside the paper's Table 1, and every known
-deviation from the paper's setup is named.
+when it has no published metrics yet; the LC-QuAD 2.0 table sits beside the paper's Table 1, the PGMR-over-direct
+margins of the two LC-QuAD splits side by side, and every known deviation from the paper's setup is named.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from pgmr.experiments import EXPERIMENTS, experiment_module
 from pgmr.experiments.common import PAPER_TABLE1, fmt_seconds, md_table
 
 METRICS_FILE = "metrics.json"
+REPORT_FILE = "report.md"
+DEFAULT_PUBLISHED_DIR = Path("docs") / "results"
 
 
 class ResultsDocError(ValueError):
@@ -38,6 +45,66 @@ def load_metrics(experiments_dir: Path) -> dict[str, dict[str, Any] | None]:
             raise ResultsDocError(f"{path} is not the metrics of experiment {name!r}")
         docs[name] = doc
     return docs
+
+
+def publish(experiments_dir: Path, published_dir: Path) -> list[str]:
+    """Copy each experiment's metrics.json, report.md and plots from `experiments_dir` into `published_dir`
+    (one directory per experiment, replaced whole); returns the names published. Experiments without a
+    metrics.json in `experiments_dir` keep what `published_dir` already holds."""
+    from pgmr.jsonl import atomic_write_bytes
+
+    fresh = {name: doc for name, doc in load_metrics(experiments_dir).items() if doc is not None}
+    for name, doc in fresh.items():
+        source, target = experiments_dir / name, published_dir / name
+        files = [METRICS_FILE, REPORT_FILE, *(str(p) for p in doc.get("plots", []))]
+        missing = [f for f in files if not (source / f).is_file()]
+        if missing:
+            raise ResultsDocError(f"{source} lacks {', '.join(missing)} named by its {METRICS_FILE}")
+        target.mkdir(parents=True, exist_ok=True)
+        for stale in target.iterdir():  # plots of an earlier run that this one no longer makes
+            if stale.is_file() and stale.name not in files:
+                stale.unlink()
+        # metrics.json last: a copy interrupted half way leaves the old metrics, which name their own plots.
+        for file in sorted(files, key=lambda f: f == METRICS_FILE):
+            atomic_write_bytes(target / file, (source / file).read_bytes())
+    return sorted(fresh)
+
+
+def _query_em(doc: Mapping[str, Any] | None, mode: str) -> tuple[float, Mapping[str, Any]] | None:
+    system = (doc or {}).get("systems", {}).get(mode) or {}
+    if system.get("status") != "ok":
+        return None
+    return 100 * float(system["overall"]["query_em"]), system
+
+
+def margins_table(docs: Mapping[str, Mapping[str, Any] | None]) -> str | None:
+    """PGMR's Query EM over direct's on the original and the unknown-URI split, as points and as a ratio
+    (None when neither split has both systems)."""
+    rows = []
+    for name, split in (("lcquad2-original", "original"), ("lcquad2-unknown-uri", "unknown-URI")):
+        pgmr, direct = _query_em(docs.get(name), "pgmr"), _query_em(docs.get(name), "direct")
+        if pgmr is None or direct is None:
+            continue
+        (p, p_sys), (d, d_sys) = pgmr, direct
+        ratio = f"{p / d:.1f}x" if d > 0 else "inf (direct 0)"
+        steps = f"{p_sys.get('train_steps', '?')} / {d_sys.get('train_steps', '?')}"
+        n = (docs.get(name) or {}).get("systems", {}).get("pgmr", {}).get("overall", {}).get("n", "?")
+        rows.append([split, n, f"{p:.2f}", f"{d:.2f}", f"{p - d:+.2f}", ratio, steps])
+    if not rows:
+        return None
+    return md_table(
+        [
+            "split",
+            "questions",
+            "PGMR Query EM",
+            "direct Query EM",
+            "PGMR - direct (points)",
+            "PGMR / direct",
+            "training steps (pgmr / direct)",
+        ],
+        rows,
+        left=(0,),
+    )
 
 
 def _models(docs: Mapping[str, Mapping[str, Any] | None]) -> tuple[str, str]:
@@ -87,15 +154,19 @@ def paper_table() -> str:
     return md_table(["paper (v1, Table 1)", "Query EM", "BLEU", "URI EM", "hallucination"], rows)
 
 
-def results_document(experiments_dir: Path) -> str:
-    docs = load_metrics(experiments_dir)
+def results_document(published_dir: Path, *, plots_prefix: str | None = None) -> str:
+    """The markdown of docs/results.md from the metrics under `published_dir`; plots are linked as
+    `plots_prefix/NAME/PLOT` (default: `published_dir`'s name, right for docs/results.md beside docs/results/)."""
+    docs = load_metrics(published_dir)
+    prefix = published_dir.name if plots_prefix is None else plots_prefix
     parts = [
         "# Results",
         "",
         "Generated by `pgmr experiment results-doc` from `"
-        + str(experiments_dir)
-        + "/*/metrics.json`; do not edit by hand. Each experiment's own report.md, plots and scored predictions "
-        "are in its directory there.",
+        + str(published_dir)
+        + "/*/metrics.json` (published copies of the runs' `artifacts/experiments/NAME/`); do not edit by hand. "
+        "Each experiment's report.md and plots are published beside its metrics; scored predictions stay in "
+        "the run's own directory.",
         "",
         "## Overview",
         "",
@@ -145,15 +216,34 @@ def results_document(experiments_dir: Path) -> str:
             module.tables(doc),
             "",
         ]
-        if doc.get("plots"):
-            parts += ["Plots: " + ", ".join(f"`{name}/{p}`" for p in doc["plots"]) + ".", ""]
+        for plot in doc.get("plots", []):
+            parts += [f"![{name}]({prefix}/{name}/{plot})", ""]
+    margins = margins_table(docs)
+    if margins:
+        parts += [
+            "## PGMR over direct: original vs unknown-URI split",
+            "",
+            margins,
+            "",
+            "Query EM in percent. Compare rows only when their training steps agree: the margin grows with the "
+            "training budget, so the two splits are trained with the same recipe and number of steps. On the "
+            "unknown-URI split a direct model cannot write a test entity's ID, having never seen it; PGMR "
+            "resolves it from the memory.",
+            "",
+        ]
     parts += ["## Deviations from the paper", "", *deviations(docs), ""]
     return "\n".join(parts)
 
 
-def write_results_doc(experiments_dir: Path, out: Path) -> str:
+def write_results_doc(published_dir: Path, out: Path) -> str:
     from pgmr.jsonl import atomic_write_text
 
-    text = results_document(experiments_dir)
+    text = results_document(published_dir, plots_prefix=_relative(published_dir, out.parent))
     atomic_write_text(out, text)
     return text
+
+
+def _relative(path: Path, start: Path) -> str:
+    import os
+
+    return Path(os.path.relpath(path.resolve(), start.resolve())).as_posix()
