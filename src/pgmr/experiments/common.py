@@ -66,7 +66,12 @@ def train_command(system: str) -> str:
             f"pgmr train --mode pgmr -o runs/pgmr-minilm {_TRAIN_FLAGS} && "
             "pgmr pack runs/pgmr-minilm -o models/pgmr-default"
         )
-    return f"pgmr train --mode {system} -o runs/{system}-minilm {_TRAIN_FLAGS}"
+    flags = _TRAIN_FLAGS
+    if system in ("rag", "rag-pgmr"):
+        # The candidate block (10 lines of ID, label, description, about 16 tokens each) follows the question:
+        # at 64 source tokens it would be cut off after the first few candidates.
+        flags = flags.replace("--max-source-len 64", "--max-source-len 256")
+    return f"pgmr train --mode {system} -o runs/{system}-minilm {flags}"
 
 
 class ExperimentError(ValueError):
