@@ -483,6 +483,7 @@ def test_results_doc_publishes_runs_and_gathers_tables(original_run: Path, tmp_p
     assert "T5-small PGMR (paper)" in text and "GPT-4o PGMR" in text and "69.48" in text
     assert f"{100 * doc['systems']['pgmr']['overall']['query_em']:.2f}" in text
     assert "quick run (--limit 10)" in text
+    assert "Total wall time of the published runs" in text and "Training the 2 models they evaluate" in text
     # Plots are linked relative to the document, into the published copies.
     assert f"](results/lcquad2-original/{doc['plots'][0]})" in text
     for name in ("lcquad2-unknown-uri", "qald10", "distractors", "refusal"):

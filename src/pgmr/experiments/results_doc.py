@@ -107,6 +107,28 @@ def margins_table(docs: Mapping[str, Mapping[str, Any] | None]) -> str | None:
     )
 
 
+def total_wall_time(docs: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
+    """A paragraph: the experiments' summed wall time, and the training time of the models they evaluated
+    (each model once, from its model card), which the experiment commands do not include when the models were
+    trained beforehand."""
+    ran = [doc for doc in docs.values() if doc is not None]
+    if not ran:
+        return []
+    total = sum(float(doc.get("wall_seconds") or 0) for doc in ran)
+    trained: dict[str, float] = {}
+    for doc in ran:
+        for system in (doc.get("systems") or {}).values():
+            if system.get("status") == "ok" and system.get("train_wall_seconds"):
+                trained[str(system.get("model"))] = float(system["train_wall_seconds"])
+    line = f"Total wall time of the published runs: {fmt_seconds(total)}."
+    if trained:
+        line += (
+            f" Training the {len(trained)} models they evaluate took {fmt_seconds(sum(trained.values()))} of wall "
+            "time in all (per model card; models trained side by side share the machine's 2 cores)."
+        )
+    return [line, ""]
+
+
 def _models(docs: Mapping[str, Mapping[str, Any] | None]) -> tuple[str, str]:
     """(parameter counts, training times) of the models lcquad2-original evaluated, as text."""
     doc = docs.get("lcquad2-original") or {}
@@ -190,6 +212,7 @@ def results_document(published_dir: Path, *, plots_prefix: str | None = None) ->
     parts += [
         md_table(["experiment", "status", "run at", "wall time", "what"], overview, left=(0, 1, 2, 4)),
         "",
+        *total_wall_time(docs),
     ]
     parts += [
         "## The paper's Table 1 (reference)",
