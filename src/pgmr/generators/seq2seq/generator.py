@@ -34,6 +34,9 @@ class Seq2SeqGenerator:
         if num_beams < 1 or max_new_tokens < 1 or max_source_len < 1:
             raise ValueError("num_beams, max_new_tokens and max_source_len must be positive")
         self.model = model.eval()
+        # Lengths come from max_new_tokens alone; a max_length saved in the generation config (20, the
+        # library default written out at save time) would only make transformers warn on every batch.
+        self.model.generation_config.max_length = None
         self.tokenizer = tokenizer
         # Warm-started encoder-decoders read with the encoder's tokenizer and write with `tokenizer`.
         self.source_tokenizer = source_tokenizer or tokenizer
