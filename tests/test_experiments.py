@@ -484,6 +484,7 @@ def test_results_doc_publishes_runs_and_gathers_tables(original_run: Path, tmp_p
     assert f"{100 * doc['systems']['pgmr']['overall']['query_em']:.2f}" in text
     assert "quick run (--limit 10)" in text
     assert "Total wall time of the published runs" in text and "Training the 2 models they evaluate" in text
+    assert f"Models: `{doc['systems']['direct']['model']}` (direct, " in text
     # Plots are linked relative to the document, into the published copies.
     assert f"](results/lcquad2-original/{doc['plots'][0]})" in text
     for name in ("lcquad2-unknown-uri", "qald10", "distractors", "refusal"):

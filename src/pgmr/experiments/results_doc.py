@@ -107,6 +107,25 @@ def margins_table(docs: Mapping[str, Mapping[str, Any] | None]) -> str | None:
     )
 
 
+def evaluated_models(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The trained models an experiment evaluated: its systems' entries, or the one model its outputs came
+    from (`source`: distractors, refusal)."""
+    entries = [s for s in (doc.get("systems") or {}).values() if s.get("status") == "ok" and s.get("model")]
+    source = doc.get("source")
+    if isinstance(source, Mapping) and source.get("model"):
+        entries.append(source)
+    return entries
+
+
+def models_line(doc: Mapping[str, Any]) -> str | None:
+    described = [
+        f"`{e.get('model')}` ({e.get('mode')}, {e.get('train_steps', '?')} training steps, "
+        f"{fmt_seconds(e.get('train_wall_seconds'))})"
+        for e in evaluated_models(doc)
+    ]
+    return "Models: " + "; ".join(described) + "." if described else None
+
+
 def total_wall_time(docs: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
     """A paragraph: the experiments' summed wall time, and the training time of the models they evaluated
     (each model once, from its model card), which the experiment commands do not include when the models were
@@ -115,16 +134,18 @@ def total_wall_time(docs: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
     if not ran:
         return []
     total = sum(float(doc.get("wall_seconds") or 0) for doc in ran)
-    trained: dict[str, float] = {}
-    for doc in ran:
-        for system in (doc.get("systems") or {}).values():
-            if system.get("status") == "ok" and system.get("train_wall_seconds"):
-                trained[str(system.get("model"))] = float(system["train_wall_seconds"])
+    trained = {
+        str(entry.get("model")): float(entry["train_wall_seconds"])
+        for doc in ran
+        for entry in evaluated_models(doc)
+        if entry.get("train_wall_seconds")
+    }
     line = f"Total wall time of the published runs: {fmt_seconds(total)}."
     if trained:
         line += (
             f" Training the {len(trained)} models they evaluate took {fmt_seconds(sum(trained.values()))} of wall "
-            "time in all (per model card; models trained side by side share the machine's 2 cores)."
+            "time in all (per model card, each model once; models trained side by side shared the machine's "
+            "2 cores)."
         )
     return [line, ""]
 
@@ -236,6 +257,7 @@ def results_document(published_dir: Path, *, plots_prefix: str | None = None) ->
             + (f"; **quick run on the first {limit} questions**" if limit else "")
             + ".",
             "",
+            *([line, ""] if (line := models_line(doc)) else []),
             module.tables(doc),
             "",
         ]
