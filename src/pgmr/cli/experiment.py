@@ -13,6 +13,7 @@ from rich.table import Table
 
 from pgmr.cli.common import Settings, console, out, print_error
 from pgmr.experiments import DEFAULT_OUT_ROOT, EXPERIMENTS, default_out_dir, experiment_module
+from pgmr.experiments.results_doc import DEFAULT_PUBLISHED_DIR
 
 app = typer.Typer(
     help="Run the reference paper's experiments (report.md, metrics.json, predictions, plots) and gather "
@@ -416,7 +417,7 @@ def results_doc(
         DEFAULT_OUT_ROOT, "--experiments-dir", help="Where the experiments wrote (their scratch directories)"
     ),
     published_dir: Path = typer.Option(
-        Path("docs") / "results",
+        DEFAULT_PUBLISHED_DIR,
         "--published",
         help="Versioned copies of each experiment's metrics.json, report.md and plots; the document is made "
         "from these",
