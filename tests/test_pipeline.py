@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -400,6 +401,27 @@ def test_concurrent_asks_are_batched_and_match_sequential_ones(pipeline: Pipelin
         return future
 
     batcher.submit = counting_submit  # type: ignore[method-assign]
+    try:
+        _ask_concurrently(pipeline, batcher, questions, results, submitted)
+    finally:
+        del batcher.submit  # the pipeline fixture is shared: later tests get the class's submit back
+    for i, question in enumerate(questions):
+        got, want = results[i], expected[question]
+        assert (got.status, got.mapping, got.intermediate, got.answers) == (
+            want.status,
+            want.mapping,
+            want.intermediate,
+            want.answers,
+        )
+
+
+def _ask_concurrently(
+    pipeline: Pipeline,
+    batcher: Any,
+    questions: list[str],
+    results: dict[int, AskResult],
+    submitted: list[str],
+) -> None:
     batches_before = batcher.batches
     # Holding the model lock keeps the worker from running a batch while every thread submits its question.
     # The worker may already have taken a few into a first batch (it waits for the lock after taking them);
@@ -419,14 +441,6 @@ def test_concurrent_asks_are_batched_and_match_sequential_ones(pipeline: Pipelin
         thread.join(timeout=60)
     assert batcher.batches - batches_before <= 2
     assert batcher.largest >= len(questions) // 2
-    for i, question in enumerate(questions):
-        got, want = results[i], expected[question]
-        assert (got.status, got.mapping, got.intermediate, got.answers) == (
-            want.status,
-            want.mapping,
-            want.intermediate,
-            want.answers,
-        )
 
 
 def test_closed_pipeline_refuses_new_questions(pipeline: Pipeline) -> None:
