@@ -12,8 +12,13 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from pgmr.cli.common import Settings, console, out, print_error
-from pgmr.experiments import DEFAULT_OUT_ROOT, EXPERIMENTS, default_out_dir, experiment_module
-from pgmr.experiments.results_doc import DEFAULT_PUBLISHED_DIR
+from pgmr.experiments import (
+    DEFAULT_OUT_ROOT,
+    DEFAULT_PUBLISHED_DIR,
+    EXPERIMENTS,
+    default_out_dir,
+    experiment_module,
+)
 
 app = typer.Typer(
     help="Run the reference paper's experiments (report.md, metrics.json, predictions, plots) and gather "
@@ -430,13 +435,12 @@ def results_doc(
     """Publish every experiment's metrics.json, report.md and plots into docs/results/NAME/ and gather them
     into docs/results.md (tables beside the paper's, wall times, deviations; experiments not re-run keep their
     published results; "not run" where none was ever published)."""
-    from pgmr.experiments.results_doc import ResultsDocError, load_metrics, write_results_doc
+    from pgmr.experiments.results_doc import ResultsDocError, write_results_doc
     from pgmr.experiments.results_doc import publish as publish_runs
 
     try:
         published = publish_runs(experiments_dir, published_dir) if publish else []
-        write_results_doc(published_dir, out_path)
-        docs = load_metrics(published_dir)
+        docs = write_results_doc(published_dir, out_path)
     except ResultsDocError as exc:
         print_error(exc)
         raise typer.Exit(2) from None

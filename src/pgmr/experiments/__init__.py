@@ -13,6 +13,8 @@ from pathlib import Path
 from types import ModuleType
 
 DEFAULT_OUT_ROOT = Path("artifacts") / "experiments"
+# Versioned copies of the runs (metrics.json, report.md, plots) that docs/results.md is made from.
+DEFAULT_PUBLISHED_DIR = Path("docs") / "results"
 
 
 @dataclass(frozen=True)

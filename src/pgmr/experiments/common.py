@@ -51,27 +51,28 @@ DEFAULT_MODELS: dict[str, str] = {
     "rag": "runs/rag-minilm/model",
     "rag-pgmr": "runs/rag-pgmr-minilm/model",
 }
+
+
 # The recipe of the default models (their model cards record it too).
-_TRAIN_FLAGS = (
-    "--preset minilm --vocab-size 8000 --max-description-words 0 --batch-size 32 --lr 1e-3 --encoder-lr 1e-4 "
-    "--warmup-steps 300 --epochs 5 --max-minutes 105 --eval-steps 400 --max-eval-examples 300 "
-    "--max-source-len 64 --max-target-len 160"
-)
+def _train_flags(max_source_len: int) -> str:
+    return (
+        "--preset minilm --vocab-size 8000 --max-description-words 0 --batch-size 32 --lr 1e-3 --encoder-lr 1e-4 "
+        "--warmup-steps 300 --epochs 5 --max-minutes 105 --eval-steps 400 --max-eval-examples 300 "
+        f"--max-source-len {max_source_len} --max-target-len 160"
+    )
 
 
 def train_command(system: str) -> str:
     """The command that makes a system's default model."""
     if system == "pgmr":
         return (
-            f"pgmr train --mode pgmr -o runs/pgmr-minilm {_TRAIN_FLAGS} && "
+            f"pgmr train --mode pgmr -o runs/pgmr-minilm {_train_flags(64)} && "
             "pgmr pack runs/pgmr-minilm -o models/pgmr-default"
         )
-    flags = _TRAIN_FLAGS
-    if system in ("rag", "rag-pgmr"):
-        # The candidate block (10 lines of ID, label, description, about 16 tokens each) follows the question:
-        # at 64 source tokens it would be cut off after the first few candidates.
-        flags = flags.replace("--max-source-len 64", "--max-source-len 256")
-    return f"pgmr train --mode {system} -o runs/{system}-minilm {flags}"
+    # rag inputs carry a candidate block (10 lines of ID, label, description, about 16 tokens each) after the
+    # question: at 64 source tokens it would be cut off after the first few candidates.
+    source_len = 256 if system in RAG_MODES else 64
+    return f"pgmr train --mode {system} -o runs/{system}-minilm {_train_flags(source_len)}"
 
 
 class ExperimentError(ValueError):

@@ -22,7 +22,6 @@ from pgmr.experiments.common import PAPER_TABLE1, fmt_seconds, md_table
 
 METRICS_FILE = "metrics.json"
 REPORT_FILE = "report.md"
-DEFAULT_PUBLISHED_DIR = Path("docs") / "results"
 
 
 class ResultsDocError(ValueError):
@@ -88,8 +87,9 @@ def margins_table(docs: Mapping[str, Mapping[str, Any] | None]) -> str | None:
         (p, p_sys), (d, d_sys) = pgmr, direct
         ratio = f"{p / d:.1f}x" if d > 0 else "inf (direct 0)"
         steps = f"{p_sys.get('train_steps', '?')} / {d_sys.get('train_steps', '?')}"
-        n = (docs.get(name) or {}).get("systems", {}).get("pgmr", {}).get("overall", {}).get("n", "?")
-        rows.append([split, n, f"{p:.2f}", f"{d:.2f}", f"{p - d:+.2f}", ratio, steps])
+        rows.append(
+            [split, p_sys["overall"].get("n", "?"), f"{p:.2f}", f"{d:.2f}", f"{p - d:+.2f}", ratio, steps]
+        )
     if not rows:
         return None
     return md_table(
@@ -197,10 +197,16 @@ def paper_table() -> str:
     return md_table(["paper (v1, Table 1)", "Query EM", "BLEU", "URI EM", "hallucination"], rows)
 
 
-def results_document(published_dir: Path, *, plots_prefix: str | None = None) -> str:
-    """The markdown of docs/results.md from the metrics under `published_dir`; plots are linked as
-    `plots_prefix/NAME/PLOT` (default: `published_dir`'s name, right for docs/results.md beside docs/results/)."""
-    docs = load_metrics(published_dir)
+def results_document(
+    published_dir: Path,
+    *,
+    plots_prefix: str | None = None,
+    docs: Mapping[str, Mapping[str, Any] | None] | None = None,
+) -> str:
+    """The markdown of docs/results.md from the metrics under `published_dir` (or `docs`, when already read
+    from there); plots are linked as `plots_prefix/NAME/PLOT` (default: `published_dir`'s name, right for
+    docs/results.md beside docs/results/)."""
+    docs = load_metrics(published_dir) if docs is None else docs
     prefix = published_dir.name if plots_prefix is None else plots_prefix
     parts = [
         "# Results",
@@ -280,12 +286,15 @@ def results_document(published_dir: Path, *, plots_prefix: str | None = None) ->
     return "\n".join(parts)
 
 
-def write_results_doc(published_dir: Path, out: Path) -> str:
+def write_results_doc(published_dir: Path, out: Path) -> dict[str, dict[str, Any] | None]:
+    """Writes `out` from the metrics under `published_dir`; returns those metrics (None: not run)."""
     from pgmr.jsonl import atomic_write_text
 
-    text = results_document(published_dir, plots_prefix=_relative(published_dir, out.parent))
-    atomic_write_text(out, text)
-    return text
+    docs = load_metrics(published_dir)
+    atomic_write_text(
+        out, results_document(published_dir, plots_prefix=_relative(published_dir, out.parent), docs=docs)
+    )
+    return docs
 
 
 def _relative(path: Path, start: Path) -> str:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from pgmr.jsonl import atomic_write_bytes
 
 _DIGEST = 32
 _MAGIC = b"pgmr-embedding-cache 1 "
@@ -33,19 +33,6 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Temporary sibling, fsync, rename: readers see the old file or the new one, never a mix."""
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
-    try:
-        with tmp.open("wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _slug(encoder_name: str) -> str:
@@ -125,7 +112,7 @@ class EmbeddingCache:
         buffer = io.BytesIO()
         np.save(buffer, self._vectors, allow_pickle=False)
         data = buffer.getvalue()
-        write_atomically(self._vectors_path, data)
+        atomic_write_bytes(self._vectors_path, data)
         header = _MAGIC + hashlib.sha256(data).hexdigest().encode()
-        write_atomically(self._keys_path, header + b"\n" + b"".join(keys))
+        atomic_write_bytes(self._keys_path, header + b"\n" + b"".join(keys))
         self._dirty = False
