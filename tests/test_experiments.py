@@ -499,6 +499,13 @@ def test_results_doc_publishes_runs_and_gathers_tables(original_run: Path, tmp_p
     result = results_doc(tmp_path / "nothing-ran")
     assert result.exit_code == 0, result.output
     assert target.read_text() == text
+    # An older run left in a scratch directory does not replace the published one.
+    stale = tmp_path / "stale" / "lcquad2-original"
+    shutil.copytree(original_run, stale)
+    (stale / "metrics.json").write_text(json.dumps({**doc, "started_at": "2000-01-01T00:00:00+00:00"}))
+    result = results_doc(stale.parent)
+    assert result.exit_code == 0, result.output
+    assert target.read_text() == text
 
     bad = tmp_path / "bad" / "refusal"
     bad.mkdir(parents=True)

@@ -49,10 +49,17 @@ def load_metrics(experiments_dir: Path) -> dict[str, dict[str, Any] | None]:
 def publish(experiments_dir: Path, published_dir: Path) -> list[str]:
     """Copy each experiment's metrics.json, report.md and plots from `experiments_dir` into `published_dir`
     (one directory per experiment, replaced whole); returns the names published. Experiments without a
-    metrics.json in `experiments_dir` keep what `published_dir` already holds."""
+    metrics.json in `experiments_dir`, or with one older than the published run, keep what `published_dir` holds."""
     from pgmr.jsonl import atomic_write_bytes
 
-    fresh = {name: doc for name, doc in load_metrics(experiments_dir).items() if doc is not None}
+    published = load_metrics(published_dir) if published_dir.is_dir() else {}
+    fresh = {
+        name: doc
+        for name, doc in load_metrics(experiments_dir).items()
+        # A run older than the published one (a stale quick run left in the scratch directory) is not published.
+        if doc is not None
+        and str(doc.get("started_at", "")) >= str((published.get(name) or {}).get("started_at", ""))
+    }
     for name, doc in fresh.items():
         source, target = experiments_dir / name, published_dir / name
         files = [METRICS_FILE, REPORT_FILE, *(str(p) for p in doc.get("plots", []))]
