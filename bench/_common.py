@@ -15,7 +15,7 @@ from rich.table import Table
 
 from pgmr.config import default_memory_dir, resolve_data_dir
 from pgmr.conversion import ConversionSummary, ConvertedRecord, convert_records
-from pgmr.datasets import load_named
+from pgmr.datasets import QARecord, load_named
 from pgmr.datasets.splits import split_train_validation
 from pgmr.kg.catalog import LabelCatalog
 from pgmr.memory import EmbeddingCache, Memory, default_cache_dir
@@ -27,14 +27,18 @@ console = Console()
 RESULTS = Path(__file__).parent / "results"
 
 
-def converted_split(split: str, data_dir: Path, catalog: LabelCatalog) -> tuple[list[ConvertedRecord], dict]:
+def gold_records(split: str, data_dir: Path) -> list[QARecord]:
     """`test`, or `validation` (carved from LC-QuAD 2.0 train, for tuning)."""
     if split == "test":
-        records = load_named("lcquad2-test", data_dir).records
-    elif split == "validation":
-        records = split_train_validation(load_named("lcquad2-train", data_dir).records)[1]
-    else:
-        raise SystemExit(f"unknown split {split!r}: use test or validation")
+        return list(load_named("lcquad2-test", data_dir).records)
+    if split == "validation":
+        return list(split_train_validation(load_named("lcquad2-train", data_dir).records)[1])
+    raise SystemExit(f"unknown split {split!r}: use test or validation")
+
+
+def converted_split(split: str, data_dir: Path, catalog: LabelCatalog) -> tuple[list[ConvertedRecord], dict]:
+    """`test`, or `validation` (carved from LC-QuAD 2.0 train, for tuning)."""
+    records = gold_records(split, data_dir)
     summary = ConversionSummary()
     return list(convert_records(records, catalog, summary)), summary.to_json()
 

@@ -39,6 +39,13 @@ BATCH_OPTION = typer.Option(16, min=1, help="Generation batch size")
 DEVICE_OPTION = typer.Option("cpu", help="torch device: cpu, cuda, cuda:1, mps")
 BEAMS_OPTION = typer.Option(None, min=1, help="Beam width (default: the model card's)")
 NEW_TOKENS_OPTION = typer.Option(None, min=1, help="Generation length limit (default: the model card's)")
+COPY_BIAS_OPTION = typer.Option(
+    None,
+    min=0.0,
+    max=100.0,
+    help="pgmr models: score bonus for copying question spans into entity labels (default: the tuned one, "
+    "docs/generators.md; 0 turns it off)",
+)
 ENTITY_THRESHOLD_OPTION = typer.Option(0.0, min=-1.0, max=1.0, help="Resolver: entity similarity threshold")
 RELATION_THRESHOLD_OPTION = typer.Option(
     0.0, min=-1.0, max=1.0, help="Resolver: relation similarity threshold"
@@ -90,6 +97,7 @@ def _workspace(
     device: str = "cpu",
     num_beams: int | None = None,
     max_new_tokens: int | None = None,
+    copy_bias: float | None = None,
     entity_threshold: float = 0.0,
     relation_threshold: float = 0.0,
 ) -> Any:
@@ -113,6 +121,7 @@ def _workspace(
             device=device,
             num_beams=num_beams,
             max_new_tokens=max_new_tokens,
+            copy_bias=copy_bias,
             entity_threshold=entity_threshold,
             relation_threshold=relation_threshold,
             command=_command(ctx),
@@ -165,6 +174,7 @@ def lcquad2_original(
     device: str = DEVICE_OPTION,
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
+    copy_bias: float | None = COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
 ) -> None:
@@ -182,6 +192,7 @@ def lcquad2_original(
         device=device,
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
+        copy_bias=copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
     )
@@ -198,6 +209,7 @@ def lcquad2_unknown_uri(
     device: str = DEVICE_OPTION,
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
+    copy_bias: float | None = COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
     modes: str = typer.Option("pgmr,direct", help="Modes to train and evaluate: pgmr, direct, rag, rag-pgmr"),
@@ -262,6 +274,7 @@ def lcquad2_unknown_uri(
         device=device,
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
+        copy_bias=copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
     )
@@ -279,6 +292,7 @@ def qald10(
     device: str = DEVICE_OPTION,
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
+    copy_bias: float | None = COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
     store: str | None = typer.Option(
@@ -319,6 +333,7 @@ def qald10(
         device=device,
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
+        copy_bias=copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
     )
@@ -336,6 +351,7 @@ def distractors(
     device: str = DEVICE_OPTION,
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
+    copy_bias: float | None = COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
     sizes: str = typer.Option(
@@ -364,6 +380,7 @@ def distractors(
         device=device,
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
+        copy_bias=copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
     )
@@ -385,6 +402,7 @@ def refusal(
     device: str = DEVICE_OPTION,
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
+    copy_bias: float | None = COPY_BIAS_OPTION,
     entity_threshold: float = typer.Option(
         0.8, min=-1.0, max=1.0, help="The operating threshold, resolved for real besides the sweep"
     ),
@@ -406,6 +424,7 @@ def refusal(
         device=device,
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
+        copy_bias=copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
     )

@@ -62,6 +62,13 @@ def generate(
     batch_size: int = typer.Option(16, min=1),
     num_beams: int | None = typer.Option(None, min=1, help="Beam width (default: as in validation)"),
     max_new_tokens: int | None = typer.Option(None, min=1, help="Default: the training target length"),
+    copy_bias: float | None = typer.Option(
+        None,
+        min=0.0,
+        max=100.0,
+        help="pgmr models: score bonus for copying question spans into entity labels while decoding "
+        "(default: the tuned one, docs/generators.md; 0 turns it off)",
+    ),
     device: str = typer.Option("cpu", help="torch device: cpu, cuda, cuda:1, mps"),
     resolve: bool = typer.Option(False, help="pgmr modes: resolve predictions against the memory"),
     grounding: float = typer.Option(
@@ -164,7 +171,7 @@ def generate(
         from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
 
         generator = Seq2SeqGenerator.load(
-            model_dir, device, num_beams=num_beams, max_new_tokens=max_new_tokens
+            model_dir, device, num_beams=num_beams, max_new_tokens=max_new_tokens, copy_bias=copy_bias
         )
     predictions: list[str] = []
     chunk = batch_size * 8

@@ -28,6 +28,7 @@ from pgmr.query import IntermediateQuery, IntermediateQueryError, parse
 
 if TYPE_CHECKING:
     from pgmr.evaluation.metrics import EvaluationResult
+    from pgmr.generators.grounding import GroundingConfig
     from pgmr.kg.catalog import LabelCatalog
     from pgmr.memory import Encoder, Memory
     from pgmr.resolver import Prior, Refusal, Resolution, Resolver
@@ -96,6 +97,7 @@ class ExperimentSettings:
     device: str = "cpu"
     num_beams: int | None = None
     max_new_tokens: int | None = None
+    copy_bias: float | None = None  # None: the generator's tuned default
     entity_threshold: float = 0.0
     relation_threshold: float = 0.0
     command: str = ""
@@ -112,6 +114,7 @@ class ExperimentSettings:
             "device": self.device,
             "num_beams": self.num_beams,
             "max_new_tokens": self.max_new_tokens,
+            "copy_bias": self.copy_bias,
             "entity_threshold": self.entity_threshold,
             "relation_threshold": self.relation_threshold,
         }
@@ -209,7 +212,11 @@ def load_generator(spec: SystemSpec, settings: ExperimentSettings) -> Generator:
 
     assert spec.model_dir is not None
     return Seq2SeqGenerator.load(
-        spec.model_dir, settings.device, num_beams=settings.num_beams, max_new_tokens=settings.max_new_tokens
+        spec.model_dir,
+        settings.device,
+        num_beams=settings.num_beams,
+        max_new_tokens=settings.max_new_tokens,
+        copy_bias=settings.copy_bias,
     )
 
 
@@ -349,10 +356,11 @@ def rag_contexts(card: Mapping[str, Any], memory: Memory, questions: Sequence[st
 
 
 def parse_outputs(
-    outputs: Sequence[str], questions: Sequence[str] | None = None
+    outputs: Sequence[str], questions: Sequence[str] | None = None, grounding: GroundingConfig | None = None
 ) -> list[IntermediateQuery | IntermediateQueryError]:
     """Parsed outputs; with `questions`, entity labels are grounded in them as `pgmr generate --resolve` and
-    `pgmr ask` do (pgmr.generators.grounding, default threshold), so experiments measure the shipped path."""
+    `pgmr ask` do (pgmr.generators.grounding, default threshold unless `grounding` says otherwise), so
+    experiments measure the shipped path."""
     from pgmr.generators.grounding import ground_labels
 
     parsed: list[IntermediateQuery | IntermediateQueryError] = []
@@ -362,7 +370,7 @@ def parse_outputs(
         except IntermediateQueryError as exc:
             parsed.append(exc)
             continue
-        parsed.append(ground_labels(query, questions[i])[0] if questions is not None else query)
+        parsed.append(ground_labels(query, questions[i], grounding)[0] if questions is not None else query)
     return parsed
 
 
