@@ -67,6 +67,57 @@ def retriever(encoder) -> CandidateRetriever:  # type: ignore[no-untyped-def]
     return CandidateRetriever(memory, k_entities=2, k_relations=2)
 
 
+def test_context_cache_retrieves_once_and_survives_a_torn_file(
+    retriever: CandidateRetriever, tmp_path: Path
+) -> None:
+    from pgmr.generators.rag import ContextCache
+
+    questions = [r.question for r in RECORDS]
+    expected = retriever.contexts(questions)
+    path = tmp_path / "run" / "rag-contexts.jsonl"
+    calls: list[tuple[int, int]] = []
+    cache = ContextCache(retriever, path, memory_id="m1", chunk=5)
+    assert cache.contexts(questions, progress=lambda done, total: calls.append((done, total))) == expected
+    unique = len(set(questions))
+    assert calls[-1] == (unique, unique) and len(calls) == -(-unique // 5)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["retriever"]["k_entities"] == 2 and len(lines) == 1 + unique
+
+    # Second run: nothing left to retrieve, nothing appended.
+    calls.clear()
+    assert (
+        ContextCache(retriever, path, memory_id="m1").contexts(
+            questions, progress=lambda d, t: calls.append((d, t))
+        )
+        == expected
+    )
+    assert calls == [] and path.read_text(encoding="utf-8").splitlines() == lines
+
+    # An interrupted write leaves a torn last line: that question alone is retrieved again.
+    torn = "\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2]
+    path.write_text(torn, encoding="utf-8")
+    calls.clear()
+    assert (
+        ContextCache(retriever, path, memory_id="m1").contexts(
+            questions, progress=lambda d, t: calls.append((d, t))
+        )
+        == expected
+    )
+    assert calls == [(1, 1)]
+    assert (
+        ContextCache(retriever, path, memory_id="m1").contexts(questions) == expected
+    )  # file still readable
+
+    # Another memory (or other retriever settings): the file is not trusted, it is rebuilt.
+    other = CandidateRetriever(retriever.memory, k_entities=1, k_relations=1)
+    fresh = ContextCache(other, path, memory_id="m1").contexts(questions)
+    assert fresh == other.contexts(questions) and fresh != expected
+    assert json.loads(path.read_text(encoding="utf-8").splitlines()[0])["retriever"]["k_entities"] == 1
+    calls.clear()
+    ContextCache(other, path, memory_id="m2").contexts(questions, progress=lambda d, t: calls.append((d, t)))
+    assert calls[-1] == (unique, unique)
+
+
 def test_pgmr_examples_parse_and_cut_descriptions() -> None:
     examples = build_examples(RECORDS, "pgmr", max_description_words=2)
     assert [e.source for e in examples[:2]] == [

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from pgmr.cli.common import Settings, console, out, print_error, track
+from pgmr.cli.common import Settings, console, out, print_error, progress_bar, track
 from pgmr.cli.memory import MEMORY_OPTION, open_memory
 from pgmr.config import default_memory_dir
 from pgmr.conversion import ConversionSummary, convert_records
@@ -75,7 +75,7 @@ def train(
 ) -> None:
     """Train a seq2seq generator; resumes from the last checkpoint in --out when there is one."""
     from pgmr.generators.examples import build_examples
-    from pgmr.generators.rag import CandidateRetriever
+    from pgmr.generators.rag import CONTEXT_CACHE_FILE, CandidateRetriever, ContextCache, memory_fingerprint
 
     settings: Settings = ctx.obj
     if mode not in MODES:
@@ -98,7 +98,7 @@ def train(
         )
         raise typer.Exit(2)
     words = None if max_description_words < 0 else max_description_words
-    retriever = None
+    retriever: CandidateRetriever | ContextCache | None = None
     data_info: dict[str, Any] = {
         "datasets": [train_data],
         "records_in": summary.records_in,
@@ -108,17 +108,22 @@ def train(
         "max_description_words": words,
     }
     if mode in RAG_MODES:
-        retriever = CandidateRetriever(
-            open_memory(memory_dir), k_entities=k_entities, k_relations=k_relations
+        memory_path = memory_dir or default_memory_dir()
+        candidates = CandidateRetriever(
+            open_memory(memory_path), k_entities=k_entities, k_relations=k_relations
         )
-        data_info["retriever"] = {
-            "memory": str(memory_dir or default_memory_dir()),
-            "k_entities": k_entities,
-            "k_relations": k_relations,
-            "max_n": retriever.max_n,
-            "max_description_words": retriever.max_description_words,
-        }
-        console.print("retrieving candidates for the rag inputs")
+        data_info["retriever"] = {"memory": str(memory_path), **candidates.settings()}
+        # Kept in the run directory: a resumed run (or a retry after a crash) does not retrieve again.
+        cache = ContextCache(
+            candidates, out_dir / CONTEXT_CACHE_FILE, memory_id=memory_fingerprint(memory_path)
+        )
+        questions = [r.question for r in (*train_records, *val_records)]
+        with progress_bar() as bar:
+            task = bar.add_task("retrieving candidates for the rag inputs", total=len(questions))
+            cache.contexts(
+                questions, progress=lambda done, total: bar.update(task, completed=done, total=total)
+            )
+        retriever = cache
     train_examples = build_examples(train_records, mode, retriever=retriever, max_description_words=words)
     val_examples = build_examples(val_records, mode, retriever=retriever, max_description_words=words)
     console.print(

@@ -11,7 +11,7 @@ from pgmr.generators.base import PGMR_MODES, RAG_MODES, check_mode
 from pgmr.query import IntermediateQuery, parse
 
 if TYPE_CHECKING:
-    from pgmr.generators.rag import CandidateRetriever
+    from pgmr.generators.rag import CandidateRetriever, ContextCache
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def build_examples(
     records: Sequence[ConvertedRecord],
     mode: str,
     *,
-    retriever: CandidateRetriever | None = None,
+    retriever: CandidateRetriever | ContextCache | None = None,
     max_description_words: int | None = 8,
 ) -> list[Example]:
     """One example per record. RAG modes need a `retriever`; it is called once for all questions (batched)."""

@@ -8,10 +8,14 @@ The block is what a RAG generator sees beside the question, one candidate per li
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pgmr.kg.ids import Kind, id_number
 
@@ -96,17 +100,28 @@ class CandidateRetriever:
     def context(self, question: str) -> str:
         return self.contexts([question])[0]
 
+    def settings(self) -> dict[str, Any]:
+        """What decides the candidate blocks (besides the memory): recorded in model cards and context caches."""
+        return {
+            "k_entities": self.k["entity"],
+            "k_relations": self.k["relation"],
+            "max_n": self.max_n,
+            "max_description_words": self.max_description_words,
+        }
+
     def _chunk(self, questions: Sequence[str]) -> list[list[Candidate]]:
         grams = [question_ngrams(q, self.max_n) for q in questions]
         texts = list(dict.fromkeys(g for per_question in grams for g in per_question))
         position = {text: i for i, text in enumerate(texts)}
         out: list[list[Candidate]] = [[] for _ in questions]
         kinds: tuple[Kind, ...] = ("entity", "relation")
+        # Both dictionaries share the memory's encoder: embed the n-grams once, search twice.
+        vectors = self.memory.encoder.encode(texts) if texts and any(self.k.values()) else None
         for kind in kinds:
             k = self.k[kind]
-            if not k or not texts:
+            if not k or vectors is None:
                 continue
-            hits = self.memory.dictionary(kind).search(texts, k=k)
+            hits = self.memory.dictionary(kind).search_vectors(vectors, k=k)
             for i, per_question in enumerate(grams):
                 best: dict[str, Candidate] = {}
                 for gram in per_question:
@@ -116,3 +131,96 @@ class CandidateRetriever:
                 ranked = sorted(best.values(), key=lambda c: (-c.score, id_number(c.id), c.id))
                 out[i].extend(ranked[:k])
         return out
+
+
+CONTEXT_CACHE_FILE = "rag-contexts.jsonl"
+
+
+def memory_fingerprint(memory_dir: Path) -> str:
+    """Names one memory build: the sha256 of its manifest (which holds the sha256 of every memory file)."""
+    manifest = Path(memory_dir) / "manifest.json"
+    try:
+        return hashlib.sha256(manifest.read_bytes()).hexdigest()
+    except OSError:
+        return str(memory_dir)
+
+
+class ContextCache:
+    """Candidate blocks kept in a JSONL file, so that retrieval for a training set is done once.
+
+    Retrieving candidates for the 22k LC-QuAD 2.0 training questions takes the better part of an hour on 2
+    CPU cores; an interrupted `pgmr train --mode rag` must not redo it. The file's first line records the
+    retriever's settings and the memory; each further line is one {question, context}, appended and flushed
+    chunk by chunk, so an interruption loses at most one chunk. A file made with other settings or another
+    memory is not reused (it is replaced); a torn last line is ignored.
+    """
+
+    def __init__(
+        self, retriever: CandidateRetriever, path: Path, *, memory_id: str, chunk: int = 512
+    ) -> None:
+        if chunk < 1:
+            raise ValueError("chunk must be positive")
+        self.retriever = retriever
+        self.path = Path(path)
+        self.header = {"retriever": retriever.settings(), "memory": memory_id}
+        self.chunk = chunk
+
+    def _load(self) -> dict[str, str]:
+        if not self.path.is_file():
+            return {}
+        known: dict[str, str] = {}
+        with self.path.open(encoding="utf-8") as handle:
+            lines = handle.read().split("\n")
+        try:
+            header = json.loads(lines[0])
+        except (json.JSONDecodeError, IndexError):
+            return {}
+        if header != self.header:
+            return {}
+        for line in lines[1:]:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the torn end of an interrupted run
+            if (
+                isinstance(row, dict)
+                and isinstance(row.get("question"), str)
+                and isinstance(row.get("context"), str)
+            ):
+                known[row["question"]] = row["context"]
+        return known
+
+    def contexts(
+        self, questions: Sequence[str], progress: Callable[[int, int], None] | None = None
+    ) -> list[str]:
+        """Per question its candidate block: from the file where it is there, else retrieved and appended.
+        `progress(done, total)` is called after each chunk."""
+        known = self._load()
+        missing = list(dict.fromkeys(q for q in questions if q not in known))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not known:
+            # Write the header with the first chunk's rows; a stale file of other settings is replaced.
+            self.path.write_text(json.dumps(self.header) + "\n", encoding="utf-8")
+        total, done = len(missing), 0
+        with self.path.open("a", encoding="utf-8") as handle:
+            if known and not self._ends_with_newline():
+                handle.write("\n")  # close a torn line before appending
+            for start in range(0, total, self.chunk):
+                part = missing[start : start + self.chunk]
+                for question, context in zip(part, self.retriever.contexts(part), strict=True):
+                    known[question] = context
+                    handle.write(json.dumps({"question": question, "context": context}) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+                done += len(part)
+                if progress is not None:
+                    progress(done, total)
+        return [known[q] for q in questions]
+
+    def _ends_with_newline(self) -> bool:
+        with self.path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() == 0:
+                return True
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) == b"\n"
