@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pgmr.cli.main import app
+from pgmr.generators.seq2seq.generator import DEFAULT_COPY_BIAS
 from pgmr.jsonl import read_jsonl, write_jsonl
 
 pytestmark = pytest.mark.slow
@@ -215,6 +216,9 @@ def test_lcquad2_original_compares_systems_with_the_paper(original_run: Path, da
         ):
             assert again.overall[key] == entry["overall"][key], key
         assert entry["overall"]["unknown_ids"] is not None  # the catalog was used (None without one)
+        assert entry["num_beams"] == 1
+    # The copy bias is recorded where it applies: pgmr decodes with the default, direct has none.
+    assert systems["pgmr"]["copy_bias"] == DEFAULT_COPY_BIAS > 0 and systems["direct"]["copy_bias"] == 0.0
     assert all(
         r["status"] in ("resolved", "refused", "invalid")
         for r in read_jsonl(original_run / "pgmr" / "predictions.jsonl")
@@ -224,6 +228,10 @@ def test_lcquad2_original_compares_systems_with_the_paper(original_run: Path, da
     report = (original_run / "report.md").read_text()
     assert "T5-small PGMR (paper)" in report and "74.23" in report and "35.08" in report
     assert "pgmr train --mode rag" in report
+    assert (
+        f"decoding: greedy, copy bias {DEFAULT_COPY_BIAS:g}" in report
+        and "decoding: greedy, no copy bias" in report
+    )
     assert (original_run / "lcquad2-original.png").read_bytes().startswith(PNG)
 
 
@@ -485,6 +493,7 @@ def test_results_doc_publishes_runs_and_gathers_tables(original_run: Path, tmp_p
     assert "quick run (--limit 10)" in text
     assert "Total wall time of the published runs" in text and "Training the 2 models they evaluate" in text
     assert f"Models: `{doc['systems']['direct']['model']}` (direct, " in text
+    assert "decoding: greedy, no copy bias" in text
     # Plots are linked relative to the document, into the published copies.
     assert f"](results/lcquad2-original/{doc['plots'][0]})" in text
     for name in ("lcquad2-unknown-uri", "qald10", "distractors", "refusal"):

@@ -319,6 +319,23 @@ def note(message: str) -> None:
 # --- generation, parsing, resolution ----------------------------------------------------------------------
 
 
+def decoding_info(generator: Generator) -> dict[str, Any]:
+    """How a seq2seq generator decoded (beam width, copy bias), for the record; {} for other generators."""
+    if not hasattr(generator, "num_beams"):
+        return {}
+    return {"num_beams": generator.num_beams, "copy_bias": getattr(generator, "copy_bias", 0.0)}
+
+
+def fmt_decoding(entry: Mapping[str, Any]) -> str:
+    """ "greedy, copy bias 4" from an entry that recorded decoding_info; "" when it did not."""
+    if "num_beams" not in entry:
+        return ""
+    beams = int(entry["num_beams"])
+    text = "greedy" if beams == 1 else f"beam search ({beams})"
+    bias = entry.get("copy_bias") or 0.0
+    return f"{text}, copy bias {bias:g}" if bias else f"{text}, no copy bias"
+
+
 def generate_outputs(
     generator: Generator,
     questions: Sequence[str],
@@ -482,13 +499,18 @@ def pgmr_outputs(
                 "pgmr=DIR or --predictions FILE"
             )
         started = time.monotonic()
+        generator = load_generator(spec, ws.settings)
         outputs = generate_outputs(
-            load_generator(spec, ws.settings),
+            generator,
             [r.question for r in records],
             batch_size=ws.settings.batch_size,
             label="generating (pgmr)",
         )
-        source = {**spec.describe(), "generation_seconds": round(time.monotonic() - started, 1)}
+        source = {
+            **spec.describe(),
+            "generation_seconds": round(time.monotonic() - started, 1),
+            **decoding_info(generator),
+        }
     write_rows(
         ws.out_dir / "generated.jsonl",
         [
@@ -568,6 +590,7 @@ def predict(
         label=f"generating ({label or mode})",
     )
     timings["generation_seconds"] = round(time.monotonic() - started, 1)
+    timings.update(decoding_info(generator))
     rows = base_rows(records, outputs)
     if mode in PGMR_MODES:
         started = time.monotonic()

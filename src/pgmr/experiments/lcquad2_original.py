@@ -10,6 +10,7 @@ from pgmr.experiments.common import (
     SYSTEMS_NOTE,
     ExperimentError,
     Workspace,
+    fmt_decoding,
     metrics_document,
     millions,
     needs_memory,
@@ -84,6 +85,7 @@ def _timings(systems: Mapping[str, Mapping[str, Any]]) -> list[str]:
         f"- {name}: model `{entry.get('model')}` ({entry.get('preset')}, {millions(entry.get('parameters'))} "
         f"parameters, {entry.get('train_steps')} training steps); generation {entry.get('generation_seconds')} s"
         + (f", resolution {entry['resolution_seconds']} s" if "resolution_seconds" in entry else "")
+        + (f"; decoding: {fmt_decoding(entry)}" if fmt_decoding(entry) else "")
         for name, entry in systems.items()
         if entry.get("status") == "ok"
     ]

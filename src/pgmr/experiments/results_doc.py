@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pgmr.experiments import EXPERIMENTS, experiment_module
-from pgmr.experiments.common import PAPER_TABLE1, fmt_seconds, md_table
+from pgmr.experiments.common import PAPER_TABLE1, fmt_decoding, fmt_seconds, md_table
 
 METRICS_FILE = "metrics.json"
 REPORT_FILE = "report.md"
@@ -127,7 +127,8 @@ def evaluated_models(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def models_line(doc: Mapping[str, Any]) -> str | None:
     described = [
         f"`{e.get('model')}` ({e.get('mode')}, {e.get('train_steps', '?')} training steps, "
-        f"{fmt_seconds(e.get('train_wall_seconds'))})"
+        f"{fmt_seconds(e.get('train_wall_seconds'))}; decoding: "
+        f"{fmt_decoding(e) or 'not recorded'})"
         for e in evaluated_models(doc)
     ]
     return "Models: " + "; ".join(described) + "." if described else None
