@@ -25,6 +25,7 @@ from pgmr.experiments.common import (
     metrics_document,
     note,
     num,
+    progress,
     report_header,
     run_system,
     status,
@@ -202,28 +203,37 @@ def _train(
     validation_part: Sequence[Any],
     options: UnknownUriOptions,
 ) -> dict[str, Any]:
+    from pgmr.config import default_memory_dir
     from pgmr.generators.examples import build_examples
-    from pgmr.generators.rag import CandidateRetriever
+    from pgmr.generators.rag import CONTEXT_CACHE_FILE, CandidateRetriever, ContextCache, memory_fingerprint
     from pgmr.generators.seq2seq.model import is_encoder_decoder_preset
     from pgmr.generators.seq2seq.train import TrainConfig, train_seq2seq
 
-    retriever = None
+    retriever: ContextCache | None = None
     data_info: dict[str, Any] = {
         "datasets": [f"{NAME} split (seed {options.seed})"],
         "max_description_words": options.max_description_words,
         "validation_share": options.validation_share,
     }
     if mode in ("rag", "rag-pgmr"):
-        retriever = CandidateRetriever(
+        candidates = CandidateRetriever(
             ws.memory, k_entities=options.k_entities, k_relations=options.k_relations
         )
-        data_info["retriever"] = {
-            "memory": str(ws.settings.memory_dir or "default"),
-            "k_entities": options.k_entities,
-            "k_relations": options.k_relations,
-            "max_n": retriever.max_n,
-            "max_description_words": retriever.max_description_words,
-        }
+        data_info["retriever"] = {"memory": str(ws.settings.memory_dir or "default"), **candidates.settings()}
+        # Cached in the run directory, as `pgmr train` does: a resumed call does not retrieve again.
+        memory_path = ws.settings.memory_dir or default_memory_dir()
+        retriever = ContextCache(
+            candidates, run_dir / CONTEXT_CACHE_FILE, memory_id=memory_fingerprint(memory_path)
+        )
+        questions = [r.question for r in (*train_part, *validation_part)]
+        with progress(f"retrieving candidates for the {mode} inputs", len(questions)) as advance:
+            seen = [0]
+
+            def step(done: int, _total: int) -> None:
+                advance(done - seen[0])
+                seen[0] = done
+
+            retriever.contexts(questions, progress=step)
     with status(f"building {mode} examples"):
         train_examples = build_examples(
             train_part, mode, retriever=retriever, max_description_words=options.max_description_words
