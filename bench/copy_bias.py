@@ -52,11 +52,16 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=600)
     parser.add_argument("--biases", default="0,1,2,4,8")
     parser.add_argument("--beams", default="1")
+    parser.add_argument("--relation-biases", default="0", help="bonus inside relation labels")
+    parser.add_argument(
+        "--close", default="on", help="on,off: whether [/ENT] gets the bonus after a whole span"
+    )
     parser.add_argument("--grounding", type=float, default=0.5)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--data-dir")
     parser.add_argument("--memory")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--name", help="result file name under bench/results (default: copy_bias[-SPLIT])")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -74,42 +79,59 @@ def main() -> None:
 
     rows: list[list[Any]] = []
     settings: list[dict[str, Any]] = []
-    for beams in [int(b) for b in args.beams.split(",")]:
-        for bias in [float(b) for b in args.biases.split(",")]:
-            generator = Seq2SeqGenerator.load(args.model, num_beams=beams, copy_bias=bias)
-            started = time.perf_counter()
-            outputs = generator.generate(questions, batch_size=args.batch_size)
-            seconds = time.perf_counter() - started
-            parsed = parse_outputs(outputs, questions, grounding)
-            results = resolve_parsed(resolver, parsed)
-            evaluations = [
-                evaluate_record({"id": c.id, **resolution_fields(r)}, records[c.id], catalog=catalog)
-                for c, r in zip(converted, results, strict=True)
-            ]
-            overall = aggregate(evaluations)
-            hits, slots = entity_label_hits(outputs, golds)
-            label_rate = hits / slots if slots else 0.0
-            rows.append([f"beams {beams}, bias {bias:g}", overall["query_em"], label_rate, f"{seconds:.1f}"])
-            settings.append(
-                {
-                    "num_beams": beams,
-                    "copy_bias": bias,
-                    "query_em": overall["query_em"],
-                    "sqm": overall["sqm"],
-                    "bleu": overall["bleu"],
-                    "invalid_rate": overall["invalid_rate"],
-                    "entity_labels_exact": label_rate,
-                    "entity_slots_compared": slots,
-                    "generation_seconds": round(seconds, 1),
-                }
+    grid = [
+        (beams, bias, relation_bias, close)
+        for beams in [int(b) for b in args.beams.split(",")]
+        for bias in [float(b) for b in args.biases.split(",")]
+        for relation_bias in [float(b) for b in args.relation_biases.split(",")]
+        for close in [c == "on" for c in args.close.split(",")]
+    ]
+    for beams, bias, relation_bias, close in grid:
+        generator = Seq2SeqGenerator.load(
+            args.model,
+            num_beams=beams,
+            copy_bias=bias,
+            relation_copy_bias=relation_bias,
+            copy_close=close,
+        )
+        started = time.perf_counter()
+        outputs = generator.generate(questions, batch_size=args.batch_size)
+        seconds = time.perf_counter() - started
+        parsed = parse_outputs(outputs, questions, grounding)
+        results = resolve_parsed(resolver, parsed)
+        evaluations = [
+            evaluate_record({"id": c.id, **resolution_fields(r)}, records[c.id], catalog=catalog)
+            for c, r in zip(converted, results, strict=True)
+        ]
+        overall = aggregate(evaluations)
+        hits, slots = entity_label_hits(outputs, golds)
+        label_rate = hits / slots if slots else 0.0
+        name = f"beams {beams}, bias {bias:g}, relation bias {relation_bias:g}" + (
+            "" if close else ", no close bonus"
+        )
+        rows.append([name, overall["query_em"], label_rate, f"{seconds:.1f}"])
+        settings.append(
+            {
+                "num_beams": beams,
+                "copy_bias": bias,
+                "relation_copy_bias": relation_bias,
+                "close_bonus": close,
+                "query_em": overall["query_em"],
+                "sqm": overall["sqm"],
+                "bleu": overall["bleu"],
+                "invalid_rate": overall["invalid_rate"],
+                "entity_labels_exact": label_rate,
+                "entity_slots_compared": slots,
+                "generation_seconds": round(seconds, 1),
+            }
+        )
+        console.print(
+            table(
+                f"copy bias, {args.split} ({len(questions)} questions)",
+                ["setting", "Query EM", "entity labels exact", "gen s"],
+                rows[-1:],
             )
-            console.print(
-                table(
-                    f"copy bias, {args.split} ({len(questions)} questions)",
-                    ["setting", "Query EM", "entity labels exact", "gen s"],
-                    rows[-1:],
-                )
-            )
+        )
     console.print(
         table(
             f"copy bias and beams on {args.split}, first {len(questions)} questions ({args.model})",
@@ -117,7 +139,7 @@ def main() -> None:
             rows,
         )
     )
-    name = "copy_bias" if args.split == "validation" else f"copy_bias-{args.split}"
+    name = args.name or ("copy_bias" if args.split == "validation" else f"copy_bias-{args.split}")
     write_result(
         name,
         {

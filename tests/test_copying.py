@@ -12,6 +12,7 @@ from pgmr.generators.seq2seq import Seq2SeqGenerator
 from pgmr.generators.seq2seq.copying import (
     ENT_CLOSE,
     ENT_OPEN,
+    REL_CLOSE,
     QuestionCopyBias,
     build_trie,
     copy_bias_processor,
@@ -79,6 +80,28 @@ def test_bias_only_inside_entity_labels_and_only_along_spans(tokenizer) -> None:
         assert not _scores_after(tokenizer, processor, text).any(), text
 
 
+def test_relation_bias_and_no_close_bonus(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    question = "What is the Lingusphere code for Swahili?"
+    lingu = tokenizer.encode(" Lingusphere", add_special_tokens=False)[0]
+    rel_close, ent_close = marker_id(tokenizer, REL_CLOSE), marker_id(tokenizer, ENT_CLOSE)
+    # Entities only (the default): relation labels are left alone.
+    entities_only = copy_bias_processor([question], tokenizer, bias=4.0)
+    assert entities_only is not None
+    assert not _scores_after(tokenizer, entities_only, "relation0 = [REL]").any()
+    # With a relation bias, relation labels get their own bonus; without the close bonus, the closing markers
+    # get nothing even after a whole span.
+    both = copy_bias_processor([question], tokenizer, bias=4.0, relation_bias=1.5, close=False)
+    assert both is not None
+    assert _scores_after(tokenizer, both, "relation0 = [REL]")[lingu] == 1.5
+    assert _scores_after(tokenizer, both, "entity0 = [ENT]")[lingu] == 4.0
+    assert _scores_after(tokenizer, both, "relation0 = [REL] code")[rel_close] == 0.0
+    assert _scores_after(tokenizer, both, "entity0 = [ENT] Swahili")[ent_close] == 0.0
+    with_close = copy_bias_processor([question], tokenizer, bias=4.0, relation_bias=1.5)
+    assert with_close is not None
+    assert _scores_after(tokenizer, with_close, "relation0 = [REL] code")[rel_close] == 1.5
+    assert _scores_after(tokenizer, with_close, "entity0 = [ENT] Swahili")[ent_close] == 4.0
+
+
 def test_rows_map_to_their_question_across_beams(tokenizer) -> None:  # type: ignore[no-untyped-def]
     processor = copy_bias_processor(QUESTIONS[:2], tokenizer, bias=1.0, num_beams=2)
     assert processor is not None
@@ -120,5 +143,11 @@ def test_large_bias_makes_every_entity_label_a_question_span() -> None:
 def test_copy_bias_is_validated_and_ignored_by_direct_modes(plain: Seq2SeqGenerator) -> None:
     with pytest.raises(ValueError, match="copy_bias"):
         Seq2SeqGenerator(plain.model, plain.tokenizer, "pgmr", copy_bias=-1.0)
+    with pytest.raises(ValueError, match="relation_copy_bias"):
+        Seq2SeqGenerator(plain.model, plain.tokenizer, "pgmr", relation_copy_bias=101.0)
     direct = Seq2SeqGenerator(plain.model, plain.tokenizer, "direct", copy_bias=5.0)
     assert direct.copy_bias == 0.0
+    assert (
+        Seq2SeqGenerator(plain.model, plain.tokenizer, "direct", relation_copy_bias=5.0).relation_copy_bias
+        == 0.0
+    )

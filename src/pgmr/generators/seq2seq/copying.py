@@ -16,6 +16,7 @@ its leading space), so a span's token ids are what the decoder would emit to cop
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,6 +25,7 @@ from transformers import LogitsProcessor, PreTrainedTokenizerBase
 from pgmr.generators.grounding import question_spans
 
 ENT_OPEN, ENT_CLOSE = " [ENT]", " [/ENT]"
+REL_OPEN, REL_CLOSE = " [REL]", " [/REL]"
 
 # A trie node: child token id -> node; the key `_END` marks a node where a whole span ends.
 _END = -1
@@ -53,8 +55,19 @@ def marker_id(tokenizer: PreTrainedTokenizerBase, marker: str) -> int | None:
     return ids[0] if len(ids) == 1 else None
 
 
+@dataclass(frozen=True)
+class LabelBias:
+    """The bonus inside one kind of label: `bias` on tokens that extend a question span, `close_bias` on the
+    closing marker where the label so far is a whole span."""
+
+    open_id: int
+    close_id: int
+    bias: float
+    close_bias: float
+
+
 class QuestionCopyBias(LogitsProcessor):
-    """Adds `bias` to the scores of tokens that continue a question span inside an entity label.
+    """Adds a bonus to the scores of tokens that continue a question span inside a label (per label kind).
 
     `tries[i]` belongs to the i-th question of the batch; rows of `input_ids` are questions times beams, in
     the order transformers expands them (each question's beams are adjacent)."""
@@ -63,52 +76,48 @@ class QuestionCopyBias(LogitsProcessor):
         self,
         tries: Sequence[Trie],
         *,
-        open_id: int,
-        close_id: int,
+        labels: Sequence[LabelBias],
         stop_ids: Sequence[int],
-        bias: float,
         num_beams: int = 1,
     ) -> None:
         self.tries = list(tries)
-        self.open_id = open_id
-        self.close_id = close_id
-        self.stop_ids = frozenset(stop_ids) | {close_id}
-        self.bias = bias
+        self.labels = {label.open_id: label for label in labels}
+        self.stop_ids = frozenset(stop_ids) | {label.close_id for label in labels}
         self.num_beams = num_beams
 
-    def _node(self, row: list[int], trie: Trie) -> Trie | None:
-        """The trie node the label being written has reached, or None outside a label or off every span."""
-        start = None
+    def _state(self, row: list[int], trie: Trie) -> tuple[LabelBias, Trie] | None:
+        """The label kind being written and the trie node its text has reached; None outside a label or off
+        every span."""
+        start, label = None, None
         for pos in range(len(row) - 1, -1, -1):
             token = row[pos]
-            if token == self.open_id:
-                start = pos + 1
+            if token in self.labels:
+                start, label = pos + 1, self.labels[token]
                 break
             if token in self.stop_ids:
                 return None
-        if start is None:
+        if start is None or label is None:
             return None
         node: Trie | None = trie
         for token in row[start:]:
             node = node.get(token) if node is not None else None
             if node is None:
                 return None
-        return node
+        return label, node
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self.bias == 0.0:
-            return scores
         rows = input_ids.tolist()
         vocab = scores.shape[-1]
         for r, row in enumerate(rows):
-            node = self._node(row, self.tries[r // self.num_beams])
-            if not node:
+            state = self._state(row, self.tries[r // self.num_beams])
+            if state is None:
                 continue
+            label, node = state
             targets = [t for t in node if t != _END and t < vocab]
-            if _END in node:
-                targets.append(self.close_id)
-            if targets:
-                scores[r, targets] += self.bias
+            if targets and label.bias:
+                scores[r, targets] += label.bias
+            if _END in node and label.close_bias:
+                scores[r, label.close_id] += label.close_bias
         return scores
 
 
@@ -117,17 +126,21 @@ def copy_bias_processor(
     tokenizer: PreTrainedTokenizerBase,
     *,
     bias: float,
+    relation_bias: float = 0.0,
+    close: bool = True,
     num_beams: int = 1,
 ) -> QuestionCopyBias | None:
-    """The processor for one batch of questions, or None when there is nothing to do (bias 0, or a target
-    tokenizer without single-token entity markers, e.g. a direct-mode model)."""
-    if bias == 0.0:
-        return None
-    open_id, close_id = marker_id(tokenizer, ENT_OPEN), marker_id(tokenizer, ENT_CLOSE)
-    if open_id is None or close_id is None:
+    """The processor for one batch of questions, or None when there is nothing to do (no bias, or a target
+    tokenizer without single-token label markers, e.g. a direct-mode model). `bias` applies inside entity
+    labels, `relation_bias` inside relation labels; `close`: the closing marker gets the bonus too where the
+    label is a whole span."""
+    labels = []
+    for (opening, closing), value in (((ENT_OPEN, ENT_CLOSE), bias), ((REL_OPEN, REL_CLOSE), relation_bias)):
+        open_id, close_id = marker_id(tokenizer, opening), marker_id(tokenizer, closing)
+        if value and open_id is not None and close_id is not None:
+            labels.append(LabelBias(open_id, close_id, value, value if close else 0.0))
+    if not labels:
         return None
     stop_ids = [i for i in (tokenizer.eos_token_id, marker_id(tokenizer, "\n")) if i is not None]
     tries = [build_trie(q, tokenizer) for q in questions]
-    return QuestionCopyBias(
-        tries, open_id=open_id, close_id=close_id, stop_ids=stop_ids, bias=bias, num_beams=num_beams
-    )
+    return QuestionCopyBias(tries, labels=labels, stop_ids=stop_ids, num_beams=num_beams)

@@ -24,6 +24,7 @@ from pgmr.generators.seq2seq.packing import is_packed, load_packed
 
 # Copy bias of pgmr-mode decoding unless a caller sets one: chosen on LC-QuAD 2.0 validation (docs/generators.md).
 DEFAULT_COPY_BIAS = 4.0
+DEFAULT_RELATION_COPY_BIAS = 0.0
 
 
 class Seq2SeqGenerator:
@@ -41,11 +42,13 @@ class Seq2SeqGenerator:
         card: dict[str, Any] | None = None,
         source_tokenizer: PreTrainedTokenizerBase | None = None,
         copy_bias: float = 0.0,
+        relation_copy_bias: float = 0.0,
+        copy_close: bool = True,
     ) -> None:
         if num_beams < 1 or max_new_tokens < 1 or max_source_len < 1:
             raise ValueError("num_beams, max_new_tokens and max_source_len must be positive")
-        if not 0.0 <= copy_bias <= 100.0:
-            raise ValueError("copy_bias must be in [0, 100]")
+        if not (0.0 <= copy_bias <= 100.0 and 0.0 <= relation_copy_bias <= 100.0):
+            raise ValueError("copy_bias and relation_copy_bias must be in [0, 100]")
         self.model = model.eval()
         # Lengths come from max_new_tokens alone; a max_length saved in the generation config (20, the
         # library default written out at save time) would only make transformers warn on every batch.
@@ -59,6 +62,8 @@ class Seq2SeqGenerator:
         self.num_beams = num_beams
         # Only modes whose output has entity labels to copy (see copying.py); ignored by the others.
         self.copy_bias = copy_bias if self.mode in PGMR_MODES else 0.0
+        self.relation_copy_bias = relation_copy_bias if self.mode in PGMR_MODES else 0.0
+        self.copy_close = copy_close
         self.card = card or {}
 
     @classmethod
@@ -70,6 +75,8 @@ class Seq2SeqGenerator:
         num_beams: int | None = None,
         max_new_tokens: int | None = None,
         copy_bias: float | None = None,
+        relation_copy_bias: float | None = None,
+        copy_close: bool = True,
     ) -> Seq2SeqGenerator:
         """`path`: a model directory (with model_card.json) or the training output directory holding `model/`.
         Unset settings come from the card (what validation used); the copy bias defaults to
@@ -94,6 +101,10 @@ class Seq2SeqGenerator:
             card=card,
             source_tokenizer=source_tokenizer,
             copy_bias=DEFAULT_COPY_BIAS if copy_bias is None else copy_bias,
+            relation_copy_bias=DEFAULT_RELATION_COPY_BIAS
+            if relation_copy_bias is None
+            else relation_copy_bias,
+            copy_close=copy_close,
         )
 
     @property
@@ -122,7 +133,12 @@ class Seq2SeqGenerator:
 
     def _generate_batch(self, sources: list[str], questions: list[str]) -> list[str]:
         processor = copy_bias_processor(
-            questions, self.tokenizer, bias=self.copy_bias, num_beams=self.num_beams
+            questions,
+            self.tokenizer,
+            bias=self.copy_bias,
+            relation_bias=self.relation_copy_bias,
+            close=self.copy_close,
+            num_beams=self.num_beams,
         )
         encoded = self.source_tokenizer(
             sources, padding=True, truncation=True, max_length=self.max_source_len, return_tensors="pt"
