@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pgmr.cli.main import app
-from pgmr.generators.seq2seq.generator import DEFAULT_COPY_BIAS
+from pgmr.generators.seq2seq.generator import DEFAULT_COPY_BIAS, DEFAULT_RELATION_COPY_BIAS
 from pgmr.jsonl import read_jsonl, write_jsonl
 
 pytestmark = pytest.mark.slow
@@ -219,6 +219,7 @@ def test_lcquad2_original_compares_systems_with_the_paper(original_run: Path, da
         assert entry["num_beams"] == 1
     # The copy bias is recorded where it applies: pgmr decodes with the default, direct has none.
     assert systems["pgmr"]["copy_bias"] == DEFAULT_COPY_BIAS > 0 and systems["direct"]["copy_bias"] == 0.0
+    assert systems["pgmr"]["relation_copy_bias"] == DEFAULT_RELATION_COPY_BIAS > 0
     assert all(
         r["status"] in ("resolved", "refused", "invalid")
         for r in read_jsonl(original_run / "pgmr" / "predictions.jsonl")

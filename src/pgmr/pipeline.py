@@ -113,12 +113,15 @@ class PipelineConfig:
     # Score bonus for copying question spans into entity labels while decoding
     # (pgmr.generators.seq2seq.copying); None: the generator's default, 0 turns it off.
     copy_bias: float | None = None
+    relation_copy_bias: float | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.grounding <= 1.0:
             raise ValueError(f"grounding must be in [0, 1], got {self.grounding}")
-        if self.copy_bias is not None and not 0.0 <= self.copy_bias <= 100.0:
-            raise ValueError(f"copy_bias must be in [0, 100], got {self.copy_bias}")
+        for name in ("copy_bias", "relation_copy_bias"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value <= 100.0:
+                raise ValueError(f"{name} must be in [0, 100], got {value}")
         if self.k < 1:
             raise ValueError(f"k must be at least 1, got {self.k}")
         for name in ("entity_threshold", "relation_threshold"):
@@ -525,6 +528,7 @@ class Pipeline:
                     num_beams=config.num_beams,
                     max_new_tokens=config.max_new_tokens,
                     copy_bias=config.copy_bias,
+                    relation_copy_bias=config.relation_copy_bias,
                 )
             except (ModelCardError, OSError) as exc:
                 raise PipelineError(f"cannot load the generator from {model_dir}: {exc}") from None

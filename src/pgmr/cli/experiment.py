@@ -46,6 +46,12 @@ COPY_BIAS_OPTION = typer.Option(
     help="pgmr models: score bonus for copying question spans into entity labels (default: the tuned one, "
     "docs/generators.md; 0 turns it off)",
 )
+RELATION_COPY_BIAS_OPTION = typer.Option(
+    None,
+    min=0.0,
+    max=100.0,
+    help="pgmr models: the same inside relation labels (default: the tuned one; 0 turns it off)",
+)
 ENTITY_THRESHOLD_OPTION = typer.Option(0.0, min=-1.0, max=1.0, help="Resolver: entity similarity threshold")
 RELATION_THRESHOLD_OPTION = typer.Option(
     0.0, min=-1.0, max=1.0, help="Resolver: relation similarity threshold"
@@ -98,6 +104,7 @@ def _workspace(
     num_beams: int | None = None,
     max_new_tokens: int | None = None,
     copy_bias: float | None = None,
+    relation_copy_bias: float | None = None,
     entity_threshold: float = 0.0,
     relation_threshold: float = 0.0,
 ) -> Any:
@@ -122,6 +129,7 @@ def _workspace(
             num_beams=num_beams,
             max_new_tokens=max_new_tokens,
             copy_bias=copy_bias,
+            relation_copy_bias=relation_copy_bias,
             entity_threshold=entity_threshold,
             relation_threshold=relation_threshold,
             command=_command(ctx),
@@ -175,6 +183,7 @@ def lcquad2_original(
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
     copy_bias: float | None = COPY_BIAS_OPTION,
+    relation_copy_bias: float | None = RELATION_COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
 ) -> None:
@@ -193,6 +202,7 @@ def lcquad2_original(
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
         copy_bias=copy_bias,
+        relation_copy_bias=relation_copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
     )
@@ -210,6 +220,7 @@ def lcquad2_unknown_uri(
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
     copy_bias: float | None = COPY_BIAS_OPTION,
+    relation_copy_bias: float | None = RELATION_COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
     modes: str = typer.Option("pgmr,direct", help="Modes to train and evaluate: pgmr, direct, rag, rag-pgmr"),
@@ -275,6 +286,7 @@ def lcquad2_unknown_uri(
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
         copy_bias=copy_bias,
+        relation_copy_bias=relation_copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
     )
@@ -293,6 +305,7 @@ def qald10(
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
     copy_bias: float | None = COPY_BIAS_OPTION,
+    relation_copy_bias: float | None = RELATION_COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
     store: str | None = typer.Option(
@@ -334,6 +347,7 @@ def qald10(
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
         copy_bias=copy_bias,
+        relation_copy_bias=relation_copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
     )
@@ -352,6 +366,7 @@ def distractors(
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
     copy_bias: float | None = COPY_BIAS_OPTION,
+    relation_copy_bias: float | None = RELATION_COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
     sizes: str = typer.Option(
@@ -381,6 +396,7 @@ def distractors(
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
         copy_bias=copy_bias,
+        relation_copy_bias=relation_copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
     )
@@ -403,6 +419,7 @@ def refusal(
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
     copy_bias: float | None = COPY_BIAS_OPTION,
+    relation_copy_bias: float | None = RELATION_COPY_BIAS_OPTION,
     entity_threshold: float = typer.Option(
         0.8, min=-1.0, max=1.0, help="The operating threshold, resolved for real besides the sweep"
     ),
@@ -425,6 +442,7 @@ def refusal(
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
         copy_bias=copy_bias,
+        relation_copy_bias=relation_copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
     )

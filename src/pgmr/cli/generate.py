@@ -69,6 +69,9 @@ def generate(
         help="pgmr models: score bonus for copying question spans into entity labels while decoding "
         "(default: the tuned one, docs/generators.md; 0 turns it off)",
     ),
+    relation_copy_bias: float | None = typer.Option(
+        None, min=0.0, max=100.0, help="pgmr models: the same inside relation labels (0 turns it off)"
+    ),
     device: str = typer.Option("cpu", help="torch device: cpu, cuda, cuda:1, mps"),
     resolve: bool = typer.Option(False, help="pgmr modes: resolve predictions against the memory"),
     grounding: float = typer.Option(
@@ -171,7 +174,12 @@ def generate(
         from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
 
         generator = Seq2SeqGenerator.load(
-            model_dir, device, num_beams=num_beams, max_new_tokens=max_new_tokens, copy_bias=copy_bias
+            model_dir,
+            device,
+            num_beams=num_beams,
+            max_new_tokens=max_new_tokens,
+            copy_bias=copy_bias,
+            relation_copy_bias=relation_copy_bias,
         )
     predictions: list[str] = []
     chunk = batch_size * 8

@@ -98,6 +98,7 @@ class ExperimentSettings:
     num_beams: int | None = None
     max_new_tokens: int | None = None
     copy_bias: float | None = None  # None: the generator's tuned default
+    relation_copy_bias: float | None = None
     entity_threshold: float = 0.0
     relation_threshold: float = 0.0
     command: str = ""
@@ -115,6 +116,7 @@ class ExperimentSettings:
             "num_beams": self.num_beams,
             "max_new_tokens": self.max_new_tokens,
             "copy_bias": self.copy_bias,
+            "relation_copy_bias": self.relation_copy_bias,
             "entity_threshold": self.entity_threshold,
             "relation_threshold": self.relation_threshold,
         }
@@ -217,6 +219,7 @@ def load_generator(spec: SystemSpec, settings: ExperimentSettings) -> Generator:
         num_beams=settings.num_beams,
         max_new_tokens=settings.max_new_tokens,
         copy_bias=settings.copy_bias,
+        relation_copy_bias=settings.relation_copy_bias,
     )
 
 
@@ -323,7 +326,12 @@ def decoding_info(generator: Generator) -> dict[str, Any]:
     """How a seq2seq generator decoded (beam width, copy bias), for the record; {} for other generators."""
     if not hasattr(generator, "num_beams"):
         return {}
-    return {"num_beams": generator.num_beams, "copy_bias": getattr(generator, "copy_bias", 0.0)}
+    return {
+        "num_beams": generator.num_beams,
+        "copy_bias": getattr(generator, "copy_bias", 0.0),
+        "relation_copy_bias": getattr(generator, "relation_copy_bias", 0.0),
+        "copy_close": getattr(generator, "copy_close", True),
+    }
 
 
 def fmt_decoding(entry: Mapping[str, Any]) -> str:
@@ -332,8 +340,10 @@ def fmt_decoding(entry: Mapping[str, Any]) -> str:
         return ""
     beams = int(entry["num_beams"])
     text = "greedy" if beams == 1 else f"beam search ({beams})"
-    bias = entry.get("copy_bias") or 0.0
-    return f"{text}, copy bias {bias:g}" if bias else f"{text}, no copy bias"
+    entity, relation = entry.get("copy_bias") or 0.0, entry.get("relation_copy_bias") or 0.0
+    if not entity and not relation:
+        return f"{text}, no copy bias"
+    return f"{text}, copy bias {entity:g} (entities) / {relation:g} (relations)"
 
 
 def generate_outputs(

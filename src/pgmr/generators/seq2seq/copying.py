@@ -1,13 +1,16 @@
-"""Copy bias: while the decoder writes an entity label, favour tokens that continue a span of the question.
+"""Copy bias: while the decoder writes a label, favour tokens that continue a span of the question.
 
-Small generators trained here get the query structure right far more often than they spell the entities
-("Mabh" for "Somalia"), and post-hoc grounding (`pgmr.generators.grounding`) can only repair a label that is
-already close to a question span. Most LC-QuAD 2.0 and QALD entity labels are copied from the question, so
-during decoding, inside `[ENT] ... [/ENT]`, every token that extends the label along some word span of the
-question gets `bias` added to its score, and `[/ENT]` gets it where the label so far is a whole span. It is a
-soft pointer: the model still decides, a label that is not in the question ("United States of America" for
-"US") can still be written, and `bias=0` is plain decoding. Relation labels are left alone (questions
-paraphrase relations).
+Small generators trained here get the query structure right far more often than they spell the labels
+("Mabh" for "Somalia", "Bruticlatic ID" for "Linguasphere code"), and post-hoc grounding
+(`pgmr.generators.grounding`) can only repair an entity label that is already close to a question span. Most
+LC-QuAD 2.0 entity labels, and many relation labels (the long tail of "... ID" properties above all), are
+copied from the question. So during decoding, inside `[ENT] ... [/ENT]` (and `[REL] ... [/REL]` with its own
+bonus), every token that extends the label along some word span of the question gets a bonus added to its
+score. It is a soft pointer: the model still decides, so a label that is not in the question ("United States
+of America" for "US", "place of birth" for "born in") can still be written, and a bonus of 0 is plain
+decoding. Optionally the closing marker gets the bonus too where the label so far is a whole span; tuned on
+validation, the default leaves it off (every prefix of a question is a span, so that bonus rewards stopping
+early: "Great" for "Great Pyramid of Giza").
 
 The spans are tokenized the way the targets were (the target tokenizer splits at spaces, each word keeping
 its leading space), so a span's token ids are what the decoder would emit to copy it.

@@ -24,7 +24,8 @@ from pgmr.generators.seq2seq.packing import is_packed, load_packed
 
 # Copy bias of pgmr-mode decoding unless a caller sets one: chosen on LC-QuAD 2.0 validation (docs/generators.md).
 DEFAULT_COPY_BIAS = 4.0
-DEFAULT_RELATION_COPY_BIAS = 0.0
+DEFAULT_RELATION_COPY_BIAS = 4.0
+DEFAULT_COPY_CLOSE = False
 
 
 class Seq2SeqGenerator:
@@ -43,7 +44,7 @@ class Seq2SeqGenerator:
         source_tokenizer: PreTrainedTokenizerBase | None = None,
         copy_bias: float = 0.0,
         relation_copy_bias: float = 0.0,
-        copy_close: bool = True,
+        copy_close: bool = DEFAULT_COPY_CLOSE,
     ) -> None:
         if num_beams < 1 or max_new_tokens < 1 or max_source_len < 1:
             raise ValueError("num_beams, max_new_tokens and max_source_len must be positive")
@@ -76,7 +77,7 @@ class Seq2SeqGenerator:
         max_new_tokens: int | None = None,
         copy_bias: float | None = None,
         relation_copy_bias: float | None = None,
-        copy_close: bool = True,
+        copy_close: bool = DEFAULT_COPY_CLOSE,
     ) -> Seq2SeqGenerator:
         """`path`: a model directory (with model_card.json) or the training output directory holding `model/`.
         Unset settings come from the card (what validation used); the copy bias defaults to
