@@ -84,7 +84,7 @@ def main() -> None:
         for beams in [int(b) for b in args.beams.split(",")]
         for bias in [float(b) for b in args.biases.split(",")]
         for relation_bias in [float(b) for b in args.relation_biases.split(",")]
-        for close in [c == "on" for c in args.close.split(",")]
+        for close in args.close.split(",")
     ]
     for beams, bias, relation_bias, close in grid:
         generator = Seq2SeqGenerator.load(
@@ -92,7 +92,8 @@ def main() -> None:
             num_beams=beams,
             copy_bias=bias,
             relation_copy_bias=relation_bias,
-            copy_close=close,
+            copy_close=close in ("on", "ent"),
+            relation_copy_close=close in ("on", "rel"),
         )
         started = time.perf_counter()
         outputs = generator.generate(questions, batch_size=args.batch_size)
@@ -106,16 +107,14 @@ def main() -> None:
         overall = aggregate(evaluations)
         hits, slots = entity_label_hits(outputs, golds)
         label_rate = hits / slots if slots else 0.0
-        name = f"beams {beams}, bias {bias:g}, relation bias {relation_bias:g}" + (
-            "" if close else ", no close bonus"
-        )
+        name = f"beams {beams}, bias {bias:g}, relation bias {relation_bias:g}, close {close}"
         rows.append([name, overall["query_em"], label_rate, f"{seconds:.1f}"])
         settings.append(
             {
                 "num_beams": beams,
                 "copy_bias": bias,
                 "relation_copy_bias": relation_bias,
-                "close_bonus": close,
+                "close_bonus": close,  # on | off | ent | rel (earlier results files: true/false)
                 "query_em": overall["query_em"],
                 "sqm": overall["sqm"],
                 "bleu": overall["bleu"],

@@ -16,6 +16,7 @@ from pgmr.generators.seq2seq.copying import (
     QuestionCopyBias,
     build_trie,
     copy_bias_processor,
+    copyable,
     marker_id,
     span_variants,
 )
@@ -37,6 +38,12 @@ def tokenizer():  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="module")
 def plain() -> Seq2SeqGenerator:
     return Seq2SeqGenerator.load(default_model_dir(), copy_bias=0.0)
+
+
+def test_function_words_neither_begin_nor_end_a_copyable_span() -> None:
+    assert copyable("author") and copyable("The Hellbound Heart") and copyable("Somalia in 2009")
+    assert not copyable("on") and not copyable("On") and not copyable("the") and not copyable("author of")
+    assert not copyable("of The Hellbound Heart") and copyable("birth name")
 
 
 def test_span_variants_cover_case() -> None:
@@ -68,7 +75,10 @@ def test_bias_only_inside_entity_labels_and_only_along_spans(tokenizer) -> None:
     assert scores[alia] == 3.0 and int((scores > 0).sum()) == 1
     scores = _scores_after(tokenizer, processor, "entity0 = [ENT] Somalia")
     assert scores[close] == 3.0
-    assert scores[tokenizer.encode(" in", add_special_tokens=False)[0]] == 3.0  # "Somalia in" is a span too
+    # "Somalia in 2009" is a span, "Somalia in" is not (a label does not end with a function word).
+    assert scores[tokenizer.encode(" in", add_special_tokens=False)[0]] == 3.0
+    scores = _scores_after(tokenizer, processor, "entity0 = [ENT] Somalia in")
+    assert scores[close] == 0.0
 
     # Off every span, after [/ENT], in a relation label, or before any [ENT]: nothing changes.
     for text in (

@@ -26,6 +26,7 @@ import torch
 from transformers import LogitsProcessor, PreTrainedTokenizerBase
 
 from pgmr.generators.grounding import question_spans
+from pgmr.generators.rag import STOP_WORDS
 
 ENT_OPEN, ENT_CLOSE = " [ENT]", " [/ENT]"
 REL_OPEN, REL_CLOSE = " [REL]", " [/REL]"
@@ -41,9 +42,22 @@ def span_variants(span: str) -> list[str]:
     return list(dict.fromkeys((span, titled, span.lower())))
 
 
+# Function words cannot begin or end a copied label: otherwise every "on" or "to" of a question is a
+# one-word span, and a bonus on " On" is enough to start a relation label with it ("Ontario Pois").
+# "the" may begin a longer one ("The Hellbound Heart").
+FUNCTION_WORDS = STOP_WORDS - {"tell", "give", "name", "list", "mention"}
+
+
+def copyable(span: str) -> bool:
+    words = span.casefold().split()
+    if not words or words[-1] in FUNCTION_WORDS:
+        return False
+    return words[0] not in FUNCTION_WORDS or (words[0] == "the" and len(words) > 1)
+
+
 def build_trie(question: str, tokenizer: PreTrainedTokenizerBase, max_span_words: int = 8) -> Trie:
     root: Trie = {}
-    for span in question_spans(question, max_span_words):
+    for span in filter(copyable, question_spans(question, max_span_words)):
         for text in span_variants(span):
             node = root
             for token_id in tokenizer.encode(" " + text, add_special_tokens=False):
@@ -131,17 +145,22 @@ def copy_bias_processor(
     bias: float,
     relation_bias: float = 0.0,
     close: bool = True,
+    relation_close: bool | None = None,
     num_beams: int = 1,
 ) -> QuestionCopyBias | None:
     """The processor for one batch of questions, or None when there is nothing to do (no bias, or a target
     tokenizer without single-token label markers, e.g. a direct-mode model). `bias` applies inside entity
     labels, `relation_bias` inside relation labels; `close`: the closing marker gets the bonus too where the
-    label is a whole span."""
+    label is a whole span (`relation_close`: the same for relation labels; None: as `close`)."""
     labels = []
-    for (opening, closing), value in (((ENT_OPEN, ENT_CLOSE), bias), ((REL_OPEN, REL_CLOSE), relation_bias)):
+    kinds = (
+        (ENT_OPEN, ENT_CLOSE, bias, close),
+        (REL_OPEN, REL_CLOSE, relation_bias, close if relation_close is None else relation_close),
+    )
+    for opening, closing, value, closes in kinds:
         open_id, close_id = marker_id(tokenizer, opening), marker_id(tokenizer, closing)
         if value and open_id is not None and close_id is not None:
-            labels.append(LabelBias(open_id, close_id, value, value if close else 0.0))
+            labels.append(LabelBias(open_id, close_id, value, value if closes else 0.0))
     if not labels:
         return None
     stop_ids = [i for i in (tokenizer.eos_token_id, marker_id(tokenizer, "\n")) if i is not None]
