@@ -8,9 +8,10 @@ copied from the question. So during decoding, inside `[ENT] ... [/ENT]` (and `[R
 bonus), every token that extends the label along some word span of the question gets a bonus added to its
 score. It is a soft pointer: the model still decides, so a label that is not in the question ("United States
 of America" for "US", "place of birth" for "born in") can still be written, and a bonus of 0 is plain
-decoding. Optionally the closing marker gets the bonus too where the label so far is a whole span; tuned on
-validation, the default leaves it off (every prefix of a question is a span, so that bonus rewards stopping
-early: "Great" for "Great Pyramid of Giza").
+decoding. Optionally the closing marker gets the bonus too where the label so far is a whole span: the
+default gives it to relation labels (without it they run on: "author of the ...") and not to entity labels
+(with it, every prefix of a name is a place to stop: "Great" for "Great Pyramid of Giza"). Spans never begin
+or end with a function word ("on", "of"; "the" may begin a longer span).
 
 The spans are tokenized the way the targets were (the target tokenizer splits at spaces, each word keeping
 its leading space), so a span's token ids are what the decoder would emit to copy it.
