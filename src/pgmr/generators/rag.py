@@ -128,7 +128,9 @@ class CandidateRetriever:
                     for hit in hits[position[gram]]:
                         if hit.id not in best or hit.score > best[hit.id].score:
                             best[hit.id] = Candidate(hit.id, hit.label, hit.description, hit.score)
-                ranked = sorted(best.values(), key=lambda c: (-c.score, id_number(c.id), c.id))
+                # Scores are rounded for the order: the same n-gram embedded in another batch differs in the
+                # last float bits, and an exact tie (two labels both equal to n-grams) must not flip with it.
+                ranked = sorted(best.values(), key=lambda c: (-round(c.score, 5), id_number(c.id), c.id))
                 out[i].extend(ranked[:k])
         return out
 
