@@ -331,6 +331,7 @@ def decoding_info(generator: Generator) -> dict[str, Any]:
         "copy_bias": getattr(generator, "copy_bias", 0.0),
         "relation_copy_bias": getattr(generator, "relation_copy_bias", 0.0),
         "copy_close": getattr(generator, "copy_close", True),
+        "relation_copy_close": getattr(generator, "relation_copy_close", True),
     }
 
 

@@ -46,7 +46,7 @@ class Seq2SeqGenerator:
         copy_bias: float = 0.0,
         relation_copy_bias: float = 0.0,
         copy_close: bool = DEFAULT_COPY_CLOSE,
-        relation_copy_close: bool | None = DEFAULT_RELATION_COPY_CLOSE,
+        relation_copy_close: bool = DEFAULT_RELATION_COPY_CLOSE,
     ) -> None:
         if num_beams < 1 or max_new_tokens < 1 or max_source_len < 1:
             raise ValueError("num_beams, max_new_tokens and max_source_len must be positive")
@@ -67,7 +67,7 @@ class Seq2SeqGenerator:
         self.copy_bias = copy_bias if self.mode in PGMR_MODES else 0.0
         self.relation_copy_bias = relation_copy_bias if self.mode in PGMR_MODES else 0.0
         self.copy_close = copy_close
-        self.relation_copy_close = copy_close if relation_copy_close is None else relation_copy_close
+        self.relation_copy_close = relation_copy_close
         self.card = card or {}
 
     @classmethod
@@ -81,7 +81,7 @@ class Seq2SeqGenerator:
         copy_bias: float | None = None,
         relation_copy_bias: float | None = None,
         copy_close: bool = DEFAULT_COPY_CLOSE,
-        relation_copy_close: bool | None = None,
+        relation_copy_close: bool = DEFAULT_RELATION_COPY_CLOSE,
     ) -> Seq2SeqGenerator:
         """`path`: a model directory (with model_card.json) or the training output directory holding `model/`.
         Unset settings come from the card (what validation used); the copy bias defaults to
@@ -110,9 +110,7 @@ class Seq2SeqGenerator:
             if relation_copy_bias is None
             else relation_copy_bias,
             copy_close=copy_close,
-            relation_copy_close=DEFAULT_RELATION_COPY_CLOSE
-            if relation_copy_close is None
-            else relation_copy_close,
+            relation_copy_close=relation_copy_close,
         )
 
     @property
