@@ -519,10 +519,10 @@ class Pipeline:
         memory_dir = _memory_dir(config.memory_dir)
         store = open_configured_store(config)
         try:
-            from pgmr.generators.seq2seq import Seq2SeqGenerator
+            from pgmr.generators.trained import load_trained
 
             try:
-                generator = Seq2SeqGenerator.load(
+                generator = load_trained(
                     model_dir,
                     config.device,
                     num_beams=config.num_beams,

@@ -68,11 +68,11 @@ def demo(
         source = "gold queries converted to SPARQL-PGMR (--oracle)"
     else:
         from pgmr.generators import ModelNotFoundError, default_model_dir
-        from pgmr.generators.seq2seq import Seq2SeqGenerator
+        from pgmr.generators.trained import load_trained
 
         try:
             path_used = model_dir or default_model_dir()
-            generator = Seq2SeqGenerator.load(path_used)
+            generator = load_trained(path_used)
         except (ModelNotFoundError, OSError, ValueError) as exc:
             print_error(exc)
             raise typer.Exit(2) from None

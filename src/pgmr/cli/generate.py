@@ -171,9 +171,9 @@ def generate(
             print_error(exc)
             raise typer.Exit(2) from None
     else:
-        from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
+        from pgmr.generators.trained import load_trained
 
-        generator = Seq2SeqGenerator.load(
+        generator = load_trained(
             model_dir,
             device,
             num_beams=num_beams,

@@ -29,11 +29,13 @@ def train(
     ),
     preset: str = typer.Option(
         "small",
-        help="Model preset: from-scratch T5 tiny | small | base, or a MiniLM-encoder model "
-        "minilm-tiny | minilm | minilm-3l",
+        help="Model preset: from-scratch T5 tiny | small | base, a MiniLM-encoder model "
+        "minilm-tiny | minilm | minilm-3l, or a from-scratch decoder-only llama-tiny | llama-small",
     ),
     base: str | None = typer.Option(
-        None, help="Start from a seq2seq checkpoint directory (or hub name) instead of a preset"
+        None,
+        help="Start from a checkpoint directory (or hub name) instead of a preset: seq2seq (T5, BART) or "
+        "decoder-only (Llama, SmolLM2, Qwen; see --lora-r)",
     ),
     train_data: str = typer.Option(
         "lcquad2-train", "--train", help=f"Training dataset: a file or one of {', '.join(NAMED_DATASETS)}"
@@ -71,6 +73,16 @@ def train(
     max_target_len: int = typer.Option(256, min=8),
     num_beams: int = typer.Option(1, min=1, help="Beams in validation generation"),
     seed: int = typer.Option(42),
+    lora_r: int = typer.Option(
+        0,
+        min=0,
+        help="Decoder-only models: LoRA rank (0 trains every weight); adapters are merged at the end",
+    ),
+    lora_alpha: int = typer.Option(16, min=1, help="LoRA scale (alpha)"),
+    lora_dropout: float = typer.Option(0.05, min=0.0, max=0.99, help="LoRA dropout"),
+    group_by_length: bool = typer.Option(
+        True, help="Batch examples of similar source + target length (less padding, faster steps)"
+    ),
     progress: bool = typer.Option(True, help="Progress bars"),
 ) -> None:
     """Train a seq2seq generator; resumes from the last checkpoint in --out when there is one."""
@@ -150,6 +162,10 @@ def train(
             max_eval_examples=max_eval_examples,
             seed=seed,
             num_beams=num_beams,
+            group_by_length=group_by_length,
+            lora_r=lora_r,
+            lora_alpha=lora_alpha,
+            lora_dropout=lora_dropout,
             progress=progress,
             command=shlex.join(["pgmr", *sys.argv[1:]]),
         )

@@ -210,10 +210,10 @@ def needs_memory(specs: Sequence[SystemSpec]) -> bool:
 
 
 def load_generator(spec: SystemSpec, settings: ExperimentSettings) -> Generator:
-    from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
+    from pgmr.generators.trained import load_trained
 
     assert spec.model_dir is not None
-    return Seq2SeqGenerator.load(
+    return load_trained(
         spec.model_dir,
         settings.device,
         num_beams=settings.num_beams,

@@ -1,0 +1,48 @@
+"""Load a generator trained by `pgmr train`, whichever backend its model card names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pgmr.generators.base import Generator
+
+
+def load_trained(
+    path: Path | str,
+    device: str = "cpu",
+    *,
+    num_beams: int | None = None,
+    max_new_tokens: int | None = None,
+    copy_bias: float | None = None,
+    relation_copy_bias: float | None = None,
+) -> Generator:
+    """A `Seq2SeqGenerator` or a `CausalGenerator` (card `backend`: "seq2seq", the default, or "causal").
+
+    Raises ModelCardError (a ValueError) for a directory without a readable card, OSError for missing weights.
+    """
+    from pgmr.generators.seq2seq.card import ModelCardError, read_model_card
+
+    backend = read_model_card(path).get("backend", "seq2seq")
+    if backend == "causal":
+        from pgmr.generators.causal.generator import CausalGenerator
+
+        return CausalGenerator.load(
+            path,
+            device,
+            num_beams=num_beams,
+            max_new_tokens=max_new_tokens,
+            copy_bias=copy_bias,
+            relation_copy_bias=relation_copy_bias,
+        )
+    if backend != "seq2seq":
+        raise ModelCardError(f"{path}: unknown generator backend {backend!r} (expected seq2seq or causal)")
+    from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
+
+    return Seq2SeqGenerator.load(
+        path,
+        device,
+        num_beams=num_beams,
+        max_new_tokens=max_new_tokens,
+        copy_bias=copy_bias,
+        relation_copy_bias=relation_copy_bias,
+    )
