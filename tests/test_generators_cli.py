@@ -121,3 +121,29 @@ def test_generate_refuses_resolve_for_direct_models_and_bad_dirs(data_dir: Path,
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a"]
     result = runner.invoke(app, ["generate", str(tmp_path), str(questions), "-o", str(out)])
     assert result.exit_code == 2 and "model_card.json" in result.output
+
+
+def test_decoder_only_lora_trains_and_generates_through_the_cli(
+    data_dir: Path, memory_dir: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    args = ["--data-dir", str(data_dir), "train", "--mode", "pgmr", "--out", str(run), "--max-steps", "2"]
+    args += ["--validation-share", "0.3", *TINY, "--preset", "llama-tiny", "--vocab-size", "400"]
+    args += ["--lora-r", "2", "--gradient-accumulation-steps", "2"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    card = json.loads((run / "model" / "model_card.json").read_text())
+    assert card["backend"] == "causal" and card["model"]["lora"]["r"] == 2
+    assert card["training"]["config"]["gradient_accumulation_steps"] == 2
+    predictions = tmp_path / "pred.jsonl"
+    args = ["--data-dir", str(data_dir), "generate", str(run), "lcquad2-test", "--out", str(predictions)]
+    args += ["--resolve", "--memory", str(memory_dir), "--max-new-tokens", "8"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in predictions.read_text().splitlines()]
+    assert len(rows) == 3 and all(r["status"] in ("resolved", "refused", "invalid") for r in rows)
+    # A seq2seq-only option on a decoder-only model is refused with a clear message.
+    args = ["--data-dir", str(data_dir), "train", "--mode", "pgmr", "--out", str(tmp_path / "r2")]
+    args += ["--validation-share", "0.3", *TINY, "--preset", "llama-tiny", "--encoder-lr", "1e-4"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "encoder" in result.output

@@ -73,6 +73,10 @@ def train(
     max_target_len: int = typer.Option(256, min=8),
     num_beams: int = typer.Option(1, min=1, help="Beams in validation generation"),
     seed: int = typer.Option(42),
+    gradient_accumulation_steps: int = typer.Option(
+        1, min=1, help="Batches per optimizer step (effective batch = batch size x this x devices)"
+    ),
+    bf16: bool = typer.Option(False, help="bfloat16 mixed precision (GPUs that support it)"),
     lora_r: int = typer.Option(
         0,
         min=0,
@@ -163,6 +167,8 @@ def train(
             seed=seed,
             num_beams=num_beams,
             group_by_length=group_by_length,
+            gradient_accumulation_steps=gradient_accumulation_steps,
+            bf16=bf16,
             lora_r=lora_r,
             lora_alpha=lora_alpha,
             lora_dropout=lora_dropout,
