@@ -132,3 +132,8 @@ def test_mismatched_settings_are_clear_errors(tmp_path: Path) -> None:
     (seq2seq_dir / "model_card.json").write_text(json.dumps({"mode": "pgmr", "backend": "seq2seq"}))
     with pytest.raises(ModelCardError, match="not a decoder-only"):
         CausalGenerator.load(seq2seq_dir)
+    from pgmr.generators.trained import load_trained
+
+    (seq2seq_dir / "model_card.json").write_text(json.dumps({"mode": "pgmr", "backend": "onnx"}))
+    with pytest.raises(ModelCardError, match="unknown generator backend 'onnx'"):
+        load_trained(seq2seq_dir)

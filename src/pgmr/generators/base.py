@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar, runtime_checkable
+
+T = TypeVar("T")
 
 # pgmr: SPARQL-PGMR (placeholders + mapping block), resolved afterwards against the memory.
 # direct: SPARQL with Wikidata IDs written by the model itself (the baseline that can hallucinate IDs).
@@ -33,6 +35,22 @@ def check_generate_inputs(
             f"mode {mode!r} needs contexts: one candidate block per question "
             f"({len(questions)} questions, {got} contexts)"
         )
+
+
+def generate_in_length_order(
+    items: Sequence[T],
+    batch_size: int,
+    generate_batch: Callable[[list[int]], list[str]],
+    length: Callable[[T], int],
+) -> list[str]:
+    """Call `generate_batch` on index batches of similar `length` (less padding), outputs in input order."""
+    order = sorted(range(len(items)), key=lambda i: length(items[i]))
+    outputs: list[str] = [""] * len(items)
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        for i, text in zip(batch, generate_batch(batch), strict=True):
+            outputs[i] = text
+    return outputs
 
 
 @runtime_checkable

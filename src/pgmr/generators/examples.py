@@ -28,6 +28,15 @@ def source_text(question: str, context: str | None = None) -> str:
     return f"{question}\n{context}" if context is not None else question
 
 
+def model_sources(mode: str, questions: Sequence[str], contexts: Sequence[str] | None) -> list[str]:
+    """The model inputs of a batch: the questions, with their candidate blocks in RAG modes."""
+    if mode in RAG_MODES:
+        if contexts is None:
+            raise ValueError(f"mode {mode!r} needs contexts")
+        return [source_text(q, c) for q, c in zip(questions, contexts, strict=True)]
+    return [source_text(q) for q in questions]
+
+
 def truncate_words(text: str, max_words: int | None) -> str:
     words = text.split()
     return " ".join(words if max_words is None else words[:max_words])

@@ -9,9 +9,9 @@ from typing import Any
 import torch
 from transformers import LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
-from pgmr.generators.base import PGMR_MODES, RAG_MODES, check_generate_inputs, check_mode
+from pgmr.generators.base import PGMR_MODES, check_generate_inputs, check_mode, generate_in_length_order
 from pgmr.generators.causal.model import PROMPT_FORMAT, load_causal_dir, prompt_text
-from pgmr.generators.examples import source_text
+from pgmr.generators.examples import model_sources
 from pgmr.generators.seq2seq.card import ModelCardError, read_model_card, resolve_model_dir
 from pgmr.generators.seq2seq.copying import copy_bias_processor
 from pgmr.generators.seq2seq.generator import (
@@ -112,20 +112,13 @@ class CausalGenerator:
     ) -> list[str]:
         """One raw output text per question, in order. RAG modes need one candidate block per question."""
         check_generate_inputs(self.mode, questions, contexts, batch_size)
-        if self.mode in RAG_MODES:
-            assert contexts is not None
-            sources = [source_text(q, c) for q, c in zip(questions, contexts, strict=True)]
-        else:
-            sources = [source_text(q) for q in questions]
-        prompts = [self._prompt_ids(s) for s in sources]
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-        outputs: list[str] = [""] * len(prompts)
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            texts = self._generate_batch([prompts[i] for i in batch], [questions[i] for i in batch])
-            for i, text in zip(batch, texts, strict=True):
-                outputs[i] = text
-        return outputs
+        prompts = [self._prompt_ids(s) for s in model_sources(self.mode, questions, contexts)]
+        return generate_in_length_order(
+            prompts,
+            batch_size,
+            lambda batch: self._generate_batch([prompts[i] for i in batch], [questions[i] for i in batch]),
+            len,
+        )
 
     def _generate_batch(self, prompts: list[list[int]], questions: list[str]) -> list[str]:
         pad = self.tokenizer.pad_token_id

@@ -15,8 +15,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from pgmr.generators.base import PGMR_MODES, RAG_MODES, check_generate_inputs, check_mode
-from pgmr.generators.examples import source_text
+from pgmr.generators.base import PGMR_MODES, check_generate_inputs, check_mode, generate_in_length_order
+from pgmr.generators.examples import model_sources
 from pgmr.generators.seq2seq.card import read_model_card, resolve_model_dir
 from pgmr.generators.seq2seq.copying import copy_bias_processor
 from pgmr.generators.seq2seq.model import SOURCE_TOKENIZER_DIR
@@ -122,20 +122,13 @@ class Seq2SeqGenerator:
     ) -> list[str]:
         """One raw output text per question, in order. RAG modes need one candidate block per question."""
         check_generate_inputs(self.mode, questions, contexts, batch_size)
-        if self.mode in RAG_MODES:
-            assert contexts is not None
-            sources = [source_text(q, c) for q, c in zip(questions, contexts, strict=True)]
-        else:
-            sources = [source_text(q) for q in questions]
-        # Similar lengths in a batch waste less padding; the outputs are put back in input order.
-        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-        outputs: list[str] = [""] * len(sources)
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            texts = self._generate_batch([sources[i] for i in batch], [questions[i] for i in batch])
-            for i, text in zip(batch, texts, strict=True):
-                outputs[i] = text
-        return outputs
+        sources = model_sources(self.mode, questions, contexts)
+        return generate_in_length_order(
+            sources,
+            batch_size,
+            lambda batch: self._generate_batch([sources[i] for i in batch], [questions[i] for i in batch]),
+            len,
+        )
 
     def _generate_batch(self, sources: list[str], questions: list[str]) -> list[str]:
         processor = copy_bias_processor(
