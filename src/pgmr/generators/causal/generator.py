@@ -10,7 +10,7 @@ import torch
 from transformers import LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
 from pgmr.generators.base import PGMR_MODES, check_generate_inputs, check_mode, generate_in_length_order
-from pgmr.generators.causal.model import PROMPT_FORMAT, load_causal_dir, prompt_text
+from pgmr.generators.causal.model import PROMPT_FORMAT, load_causal_dir, prompt_ids
 from pgmr.generators.examples import model_sources
 from pgmr.generators.seq2seq.card import ModelCardError, read_model_card, resolve_model_dir
 from pgmr.generators.seq2seq.copying import copy_bias_processor
@@ -97,22 +97,15 @@ class CausalGenerator:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def _prompt_ids(self, source: str) -> list[int]:
-        """As in training: the source cut to max_source_len tokens, the prompt around it, bos first."""
-        tokenizer = self.tokenizer
-        ids = tokenizer(source, add_special_tokens=False)["input_ids"]
-        if len(ids) > self.max_source_len:
-            source = tokenizer.decode(ids[: self.max_source_len], skip_special_tokens=True)
-        eos = tokenizer.eos_token_id
-        bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id not in (None, eos) else []
-        return bos + tokenizer(prompt_text(source, self.mode), add_special_tokens=False)["input_ids"]
-
     def generate(
         self, questions: Sequence[str], *, contexts: Sequence[str] | None = None, batch_size: int = 16
     ) -> list[str]:
         """One raw output text per question, in order. RAG modes need one candidate block per question."""
         check_generate_inputs(self.mode, questions, contexts, batch_size)
-        prompts = [self._prompt_ids(s) for s in model_sources(self.mode, questions, contexts)]
+        prompts = [
+            prompt_ids(self.tokenizer, s, self.mode, self.max_source_len)
+            for s in model_sources(self.mode, questions, contexts)
+        ]
         return generate_in_length_order(
             prompts,
             batch_size,

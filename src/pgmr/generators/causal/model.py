@@ -57,6 +57,17 @@ def prompt_text(source: str, mode: str) -> str:
     return f"### Question\n{source}\n### {target}\n"
 
 
+def prompt_ids(tokenizer: PreTrainedTokenizerBase, source: str, mode: str, max_source_len: int) -> list[int]:
+    """The prompt's token ids, in training and generation alike: bos (where the tokenizer has one of its
+    own), then `prompt_text` around the source cut to `max_source_len` tokens."""
+    ids = tokenizer(source, add_special_tokens=False)["input_ids"]
+    if len(ids) > max_source_len:
+        source = tokenizer.decode(ids[:max_source_len], skip_special_tokens=True)
+    eos = tokenizer.eos_token_id
+    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id not in (None, eos) else []
+    return bos + tokenizer(prompt_text(source, mode), add_special_tokens=False)["input_ids"]
+
+
 @dataclass(frozen=True)
 class LoraSettings:
     """LoRA adapters via peft; `r == 0` means full fine-tuning."""

@@ -55,6 +55,7 @@ from pgmr.generators.causal.model import (
     is_causal_base,
     load_causal_base,
     merged,
+    prompt_ids,
     prompt_text,
 )
 from pgmr.generators.examples import Example
@@ -206,19 +207,14 @@ def _causal_features(
 
     The source is cut to `max_source_len` tokens and the target (with its eos) to `max_target_len`."""
     eos = tokenizer.eos_token_id
-    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id not in (None, eos) else []
     rows: list[dict[str, list[int]]] = []
     src_lens, tgt_lens, cut_src, cut_tgt = [], [], 0, 0
     for example in examples:
-        source = tokenizer(example.source, add_special_tokens=False)["input_ids"]
-        if len(source) > config.max_source_len:
-            cut_src += 1
-            text = tokenizer.decode(source[: config.max_source_len], skip_special_tokens=True)
-        else:
-            text = example.source
-        prompt = bos + tokenizer(prompt_text(text, example.mode), add_special_tokens=False)["input_ids"]
+        source_len = len(tokenizer(example.source, add_special_tokens=False)["input_ids"])
+        cut_src += int(source_len > config.max_source_len)
+        prompt = prompt_ids(tokenizer, example.source, example.mode, config.max_source_len)
         target = tokenizer(example.target, add_special_tokens=False)["input_ids"] + [eos]
-        src_lens.append(len(source))
+        src_lens.append(source_len)
         tgt_lens.append(len(target))
         if len(target) > config.max_target_len:
             cut_tgt += 1
