@@ -23,18 +23,20 @@ def load_trained(
     from pgmr.generators.seq2seq.card import ModelCardError, read_model_card
 
     backend = read_model_card(path).get("backend", "seq2seq")
-    decoding = {
-        "num_beams": num_beams,
-        "max_new_tokens": max_new_tokens,
-        "copy_bias": copy_bias,
-        "relation_copy_bias": relation_copy_bias,
-    }
-    if backend == "causal":
-        from pgmr.generators.causal.generator import CausalGenerator
-
-        return CausalGenerator.load(path, device, **decoding)  # type: ignore[arg-type]
-    if backend != "seq2seq":
+    if backend not in ("seq2seq", "causal"):
         raise ModelCardError(f"{path}: unknown generator backend {backend!r} (expected seq2seq or causal)")
     from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
 
-    return Seq2SeqGenerator.load(path, device, **decoding)  # type: ignore[arg-type]
+    loader = Seq2SeqGenerator
+    if backend == "causal":
+        from pgmr.generators.causal.generator import CausalGenerator
+
+        loader = CausalGenerator
+    return loader.load(
+        path,
+        device,
+        num_beams=num_beams,
+        max_new_tokens=max_new_tokens,
+        copy_bias=copy_bias,
+        relation_copy_bias=relation_copy_bias,
+    )

@@ -2,63 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import LogitsProcessorList
 
-from pgmr.generators.base import PGMR_MODES, check_generate_inputs, check_mode, generate_in_length_order
 from pgmr.generators.causal.model import PROMPT_FORMAT, load_causal_dir, prompt_ids
-from pgmr.generators.examples import model_sources
 from pgmr.generators.seq2seq.card import ModelCardError, read_model_card, resolve_model_dir
-from pgmr.generators.seq2seq.copying import copy_bias_processor
-from pgmr.generators.seq2seq.generator import (
-    DEFAULT_COPY_BIAS,
-    DEFAULT_COPY_CLOSE,
-    DEFAULT_RELATION_COPY_BIAS,
-    DEFAULT_RELATION_COPY_CLOSE,
-)
+from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
 
 
-class CausalGenerator:
+class CausalGenerator(Seq2SeqGenerator):
     """Implements `pgmr.generators.Generator` for decoder-only models: prompts padded on the left, greedy
-    or beam search, only the continuation decoded. The copy bias applies where the tokenizer has single
+    or beam search, only the continuation decoded. Decoding settings, their checks, the copy bias and the
+    length-ordered batching are Seq2SeqGenerator's; the copy bias applies where the tokenizer has single
     tokens for the label markers (tokenizers trained by `pgmr train`; a pretrained one usually splits them)."""
 
-    def __init__(
-        self,
-        model: PreTrainedModel,
-        tokenizer: PreTrainedTokenizerBase,
-        mode: str,
-        *,
-        max_source_len: int = 256,
-        max_new_tokens: int = 256,
-        num_beams: int = 1,
-        card: dict[str, Any] | None = None,
-        copy_bias: float = 0.0,
-        relation_copy_bias: float = 0.0,
-    ) -> None:
-        if num_beams < 1 or max_new_tokens < 1 or max_source_len < 1:
-            raise ValueError("num_beams, max_new_tokens and max_source_len must be positive")
-        if not (0.0 <= copy_bias <= 100.0 and 0.0 <= relation_copy_bias <= 100.0):
-            raise ValueError("copy_bias and relation_copy_bias must be in [0, 100]")
-        self.model = model.eval()
-        self.model.generation_config.max_length = None
-        self.tokenizer = tokenizer
-        self.mode = check_mode(mode)
-        self.max_source_len = max_source_len
-        self.max_new_tokens = max_new_tokens
-        self.num_beams = num_beams
-        self.copy_bias = copy_bias if self.mode in PGMR_MODES else 0.0
-        self.relation_copy_bias = relation_copy_bias if self.mode in PGMR_MODES else 0.0
-        self.copy_close = DEFAULT_COPY_CLOSE
-        self.relation_copy_close = DEFAULT_RELATION_COPY_CLOSE
-        self.card = card or {}
-
     @classmethod
-    def load(
+    def load(  # type: ignore[override]
         cls,
         path: Path | str,
         device: str = "cpu",
@@ -83,51 +45,20 @@ class CausalGenerator:
             model.to(torch.device(device)),
             tokenizer,
             card["mode"],
-            max_source_len=int(generation.get("max_source_len", 256)),
-            max_new_tokens=max_new_tokens or int(generation.get("max_new_tokens", 256)),
-            num_beams=num_beams or int(generation.get("num_beams", 1)),
             card=card,
-            copy_bias=DEFAULT_COPY_BIAS if copy_bias is None else copy_bias,
-            relation_copy_bias=DEFAULT_RELATION_COPY_BIAS
-            if relation_copy_bias is None
-            else relation_copy_bias,
+            **cls._card_settings(card, num_beams, max_new_tokens, copy_bias, relation_copy_bias),
         )
 
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+    def _model_inputs(self, sources: list[str]) -> list[Any]:
+        return [prompt_ids(self.tokenizer, s, self.mode, self.max_source_len) for s in sources]
 
-    def generate(
-        self, questions: Sequence[str], *, contexts: Sequence[str] | None = None, batch_size: int = 16
-    ) -> list[str]:
-        """One raw output text per question, in order. RAG modes need one candidate block per question."""
-        check_generate_inputs(self.mode, questions, contexts, batch_size)
-        prompts = [
-            prompt_ids(self.tokenizer, s, self.mode, self.max_source_len)
-            for s in model_sources(self.mode, questions, contexts)
-        ]
-        return generate_in_length_order(
-            prompts,
-            batch_size,
-            lambda batch: self._generate_batch([prompts[i] for i in batch], [questions[i] for i in batch]),
-            len,
-        )
-
-    def _generate_batch(self, prompts: list[list[int]], questions: list[str]) -> list[str]:
+    def _generate_batch(self, prompts: list[list[int]], questions: list[str]) -> list[str]:  # type: ignore[override]
         pad = self.tokenizer.pad_token_id
         width = max(len(p) for p in prompts)
         # Left padding: every prompt ends at the same position, where generation starts.
         input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
-        processor = copy_bias_processor(
-            questions,
-            self.tokenizer,
-            bias=self.copy_bias,
-            relation_bias=self.relation_copy_bias,
-            close=self.copy_close,
-            relation_close=self.relation_copy_close,
-            num_beams=self.num_beams,
-        )
+        processor = self._copy_processor(questions)
         with torch.inference_mode():
             generated = self.model.generate(
                 input_ids=input_ids,

@@ -88,7 +88,6 @@ class Seq2SeqGenerator:
         DEFAULT_COPY_BIAS (chosen on LC-QuAD 2.0 validation, docs/generators.md)."""
         model_dir = resolve_model_dir(path)
         card = read_model_card(model_dir)
-        generation = card.get("generation", {})
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         source_dir = model_dir / SOURCE_TOKENIZER_DIR
         source_tokenizer = AutoTokenizer.from_pretrained(source_dir) if source_dir.is_dir() else None
@@ -100,18 +99,32 @@ class Seq2SeqGenerator:
             model,
             tokenizer,
             card["mode"],
-            max_source_len=int(generation.get("max_source_len", 256)),
-            max_new_tokens=max_new_tokens or int(generation.get("max_new_tokens", 256)),
-            num_beams=num_beams or int(generation.get("num_beams", 1)),
             card=card,
             source_tokenizer=source_tokenizer,
-            copy_bias=DEFAULT_COPY_BIAS if copy_bias is None else copy_bias,
-            relation_copy_bias=DEFAULT_RELATION_COPY_BIAS
-            if relation_copy_bias is None
-            else relation_copy_bias,
             copy_close=copy_close,
             relation_copy_close=relation_copy_close,
+            **cls._card_settings(card, num_beams, max_new_tokens, copy_bias, relation_copy_bias),
         )
+
+    @staticmethod
+    def _card_settings(
+        card: dict[str, Any],
+        num_beams: int | None,
+        max_new_tokens: int | None,
+        copy_bias: float | None,
+        relation_copy_bias: float | None,
+    ) -> dict[str, Any]:
+        """Decoding settings: the caller's where given, else the card's (what validation used), else defaults."""
+        generation = card.get("generation", {})
+        return {
+            "max_source_len": int(generation.get("max_source_len", 256)),
+            "max_new_tokens": max_new_tokens or int(generation.get("max_new_tokens", 256)),
+            "num_beams": num_beams or int(generation.get("num_beams", 1)),
+            "copy_bias": DEFAULT_COPY_BIAS if copy_bias is None else copy_bias,
+            "relation_copy_bias": DEFAULT_RELATION_COPY_BIAS
+            if relation_copy_bias is None
+            else relation_copy_bias,
+        }
 
     @property
     def device(self) -> torch.device:
@@ -122,16 +135,20 @@ class Seq2SeqGenerator:
     ) -> list[str]:
         """One raw output text per question, in order. RAG modes need one candidate block per question."""
         check_generate_inputs(self.mode, questions, contexts, batch_size)
-        sources = model_sources(self.mode, questions, contexts)
+        inputs = self._model_inputs(model_sources(self.mode, questions, contexts))
         return generate_in_length_order(
-            sources,
+            inputs,
             batch_size,
-            lambda batch: self._generate_batch([sources[i] for i in batch], [questions[i] for i in batch]),
+            lambda batch: self._generate_batch([inputs[i] for i in batch], [questions[i] for i in batch]),
             len,
         )
 
-    def _generate_batch(self, sources: list[str], questions: list[str]) -> list[str]:
-        processor = copy_bias_processor(
+    def _model_inputs(self, sources: list[str]) -> list[Any]:
+        """What `_generate_batch` takes per question (here the source text; subclasses may tokenize)."""
+        return sources
+
+    def _copy_processor(self, questions: list[str]) -> Any:
+        return copy_bias_processor(
             questions,
             self.tokenizer,
             bias=self.copy_bias,
@@ -140,6 +157,9 @@ class Seq2SeqGenerator:
             relation_close=self.relation_copy_close,
             num_beams=self.num_beams,
         )
+
+    def _generate_batch(self, sources: list[str], questions: list[str]) -> list[str]:
+        processor = self._copy_processor(questions)
         encoded = self.source_tokenizer(
             sources, padding=True, truncation=True, max_length=self.max_source_len, return_tensors="pt"
         ).to(self.device)
