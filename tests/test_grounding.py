@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from pgmr.generators.grounding import GroundingConfig, ground_labels, question_spans
+from pgmr.generators.grounding import (
+    LITERAL,
+    GroundingConfig,
+    ground,
+    ground_labels,
+    ground_literals,
+    question_spans,
+)
 from pgmr.query import parse
 
 QUERY = (
@@ -55,3 +62,102 @@ def test_config_is_validated() -> None:
         GroundingConfig(min_similarity=1.5)
     with pytest.raises(ValueError):
         GroundingConfig(max_span_words=0)
+
+
+# -- literals ---------------------------------------------------------------------------------------------------
+
+LABEL_FILTER = (
+    "SELECT DISTINCT ?sbj ?sbj_label WHERE { ?sbj wdt:relation0 wd:entity0 . ?sbj rdfs:label ?sbj_label . "
+    "FILTER(CONTAINS(lcase(?sbj_label), '{word}')) . FILTER (lang(?sbj_label) = 'en') } LIMIT 25\n"
+    "relation0 = [REL] instance of [/REL]\n"
+    "entity0 = [ENT] famine [/ENT]"
+)
+
+
+def _literal(skeleton: str, *labels: str) -> str:
+    lines = [skeleton] + [f"entity{i} = [ENT] {label} [/ENT]" for i, label in enumerate(labels)]
+    return "\n".join(lines + ["relation0 = [REL] population [/REL]"])
+
+
+def test_a_garbled_number_takes_the_question_number_in_the_models_format() -> None:
+    query = parse(
+        _literal(
+            "SELECT ?value WHERE { wd:entity0 p:relation0 ?s . ?s ps:relation0 ?x filter(contains(?x,'36936.0')) }",
+            "Phuket",
+        )
+    )
+    grounded, snaps = ground_literals(query, "When did Phuket have a population of 394,169?")
+    # Thousands separator dropped, the model's trailing ".0" kept (LC-QuAD writes such values so).
+    assert "filter(contains(?x,'394169.0'))" in grounded.skeleton
+    assert [(s.placeholder, s.generated, s.grounded) for s in snaps] == [(LITERAL, "'36936.0'", "'394169.0'")]
+    assert grounded.placeholders == query.placeholders
+
+
+def test_bare_comparison_numbers_are_grounded_but_limits_and_variables_are_not() -> None:
+    query = parse(
+        _literal(
+            "ASK WHERE { wd:entity0 wdt:relation0 ?value1 filter(?value1 = 539000) } LIMIT 5", "Afghanistan"
+        )
+    )
+    grounded, snaps = ground_literals(query, "Is the population of Afghanistan equal to 53,390,000?")
+    assert (
+        grounded.skeleton
+        == "ASK WHERE { wd:entity0 wdt:relation0 ?value1 filter(?value1 = 53390000) } LIMIT 5"
+    )
+    assert len(snaps) == 1
+    signed = parse(
+        _literal("ASK WHERE { wd:entity0 wdt:relation0 ?x filter(?x < -26.89189) }", "Santa Catarina")
+    )
+    assert (
+        "filter(?x < -26.8989)"
+        in ground_literals(signed, "Is the latitude of Santa Catarina below -26.8989?")[0].skeleton
+    )
+
+
+def test_two_garbled_numbers_go_to_different_question_numbers() -> None:
+    query = parse(
+        _literal("ASK WHERE { wd:entity0 wdt:relation0 ?x filter(?x > 10) filter(?x < 21) }", "Chad")
+    )
+    grounded, snaps = ground_literals(query, "Is the population of Chad between 10 and 20?")
+    assert "filter(?x > 10) filter(?x < 20)" in grounded.skeleton and len(snaps) == 1
+
+
+def test_literals_in_the_question_and_questions_without_numbers_are_left_alone() -> None:
+    query = parse(
+        _literal("ASK WHERE { wd:entity0 wdt:relation0 ?x filter(contains(YEAR(?x),'2007')) }", "Al Franken")
+    )
+    assert ground_literals(query, "What position did Al Franken hold on July 7, 2007?") == (query, ())
+    # 1882, 7 and 3 are the question's numbers: the model's 1882 stays.
+    year = parse(
+        _literal("ASK WHERE { wd:entity0 wdt:relation0 ?x filter(contains(YEAR(?x),'1882')) }", "Kafka")
+    )
+    assert ground_literals(year, "Where did Kafka live in 1882-7-3?") == (year, ())
+    # "zero" is no digit string: nothing to snap to.
+    zero = parse(_literal("ASK WHERE { wd:entity0 wdt:relation0 ?x filter(?x = 0) }", "Mikko Lehtonen"))
+    assert ground_literals(zero, "Did Mikko Lehtonen have zero career penalty minutes?") == (zero, ())
+
+
+def test_a_garbled_word_takes_the_content_word_no_label_uses() -> None:
+    query = parse(LABEL_FILTER.replace("{word}", "kinson"))
+    grounded, snaps = ground_literals(query, "Tell me famine whose name has the word Turnip in it.")
+    # "famine" is the entity's label, "Tell", "name", "word", "whose", "has", "in", "it" template words:
+    # "Turnip" is what is left, lower-cased as the model wrote its literal.
+    assert "CONTAINS(lcase(?sbj_label), 'turnip')" in grounded.skeleton
+    assert "(lang(?sbj_label) = 'en')" in grounded.skeleton  # language tags are never literals to ground
+    assert [(s.generated, s.grounded) for s in snaps] == [("'kinson'", "'turnip'")]
+    kept = parse(LABEL_FILTER.replace("{word}", "turnip"))
+    assert ground_literals(kept, "Tell me famine whose name has the word turnip in it.") == (kept, ())
+
+
+def test_ground_runs_labels_then_literals_and_each_can_be_off() -> None:
+    text = _literal("ASK WHERE { wd:entity0 wdt:relation0 ?x filter(?x = 552) }", "Dubay")
+    question = "Is the population of Dubai equal to 540?"
+    grounded, snaps = ground(parse(text), question)
+    assert grounded.placeholder("entity0").label == "Dubai" and "filter(?x = 540)" in grounded.skeleton
+    assert [s.placeholder for s in snaps] == ["entity0", LITERAL]
+    labels_only, _ = ground(parse(text), question, GroundingConfig(literals=False))
+    assert "filter(?x = 552)" in labels_only.skeleton and labels_only.placeholder("entity0").label == "Dubai"
+    literals_only, _ = ground(parse(text), question, GroundingConfig(min_similarity=1.0))
+    assert (
+        "filter(?x = 540)" in literals_only.skeleton and literals_only.placeholder("entity0").label == "Dubay"
+    )

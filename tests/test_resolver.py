@@ -157,3 +157,20 @@ def test_description_agreement_only_for_describing_writers(memory: Memory) -> No
     assert result.mapping_dict()["entity0"] == "Q830149"
     off = Resolver(memory, ResolverConfig(agreement_weight=0.0)).resolve(describing)
     assert off.mapping_dict()["entity0"] == "Q167646"  # type: ignore[union-attr]
+
+
+def test_an_own_label_beats_an_alias_only_match(memory: Memory) -> None:
+    # "Apple" is Q89's label (case aside) and only an alias of Q312 "Apple Inc.": both match exactly. The
+    # training transformation names every ID by its own label, so the own-label match wins, even against a
+    # prior that favours the alias holder; with the bonus off the prior decides.
+    q = _query(
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\nentity0 = [ENT] Apple [/ENT]\nrelation0 = [REL] country [/REL]"
+    )
+    prior = Prior({"Q312": 50, "Q89": 1})
+    evidence = Resolver(memory, prior=prior).resolve(q).evidence[0]  # type: ignore[union-attr]
+    assert [c.id for c in evidence.candidates[:2]] == ["Q89", "Q312"]
+    assert evidence.candidates[1].lexical == 1.0  # the alias match is exact too
+    off = Resolver(memory, ResolverConfig(canonical_weight=0.0), prior=prior).resolve(q)
+    assert off.mapping_dict()["entity0"] == "Q312"  # type: ignore[union-attr]
+    with pytest.raises(ValueError):
+        ResolverConfig(canonical_weight=-0.1)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pgmr.conversion import fill
 from pgmr.generators.base import PGMR_MODES, RAG_MODES, Generator
-from pgmr.generators.grounding import GroundingConfig, ground_labels
+from pgmr.generators.grounding import GroundingConfig, ground
 from pgmr.kg.ids import iri_to_prefixed
 from pgmr.query import IntermediateQuery, IntermediateQueryError, parse
 from pgmr.query.lexer import tokenize
@@ -110,6 +110,9 @@ class PipelineConfig:
     # Entity labels are snapped to the question span at least this similar before resolution
     # (pgmr.generators.grounding; 1 turns it off). 0.5 was chosen on LC-QuAD 2.0 validation.
     grounding: float = 0.5
+    # Numbers and quoted words of the skeleton that are not in the question snap to its closest one
+    # (pgmr.generators.grounding.ground_literals).
+    literal_grounding: bool = True
     # Score bonus for copying question spans into entity labels while decoding
     # (pgmr.generators.seq2seq.copying); None: the generator's default, 0 turns it off.
     copy_bias: float | None = None
@@ -263,7 +266,8 @@ class AskResult:
     choice: str = ""
     probes: tuple[Probe, ...] = ()
     timings: tuple[tuple[str, float], ...] = ()
-    # Entity labels snapped to question spans before resolution: (placeholder, generated, grounded).
+    # Labels and literals snapped to the question before resolution: (placeholder or "literal", generated,
+    # grounded).
     grounded: tuple[tuple[str, str, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -644,8 +648,9 @@ class Pipeline:
                 item.timer.add("parse", started)
                 item.result = self._invalid(item, _error_of(exc))
                 continue
-            if item.question and self.config.grounding < 1.0:
-                query, snaps = ground_labels(query, item.question, GroundingConfig(self.config.grounding))
+            if item.question:
+                grounding = GroundingConfig(self.config.grounding, literals=self.config.literal_grounding)
+                query, snaps = ground(query, item.question, grounding)
                 item.grounded = tuple((s.placeholder, s.generated, s.grounded) for s in snaps)
             item.timer.add("parse", started)
             parsed.append((item, query))

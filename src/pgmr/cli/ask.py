@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pgmr.cli.common import Settings, console, out, print_error
+from pgmr.generators.grounding import LITERAL
 from pgmr.pipeline import AskResult, Pipeline, PipelineConfig, PipelineError, PlaceholderView
 
 MAX_QUESTION_CHARS = 1000
@@ -203,9 +204,9 @@ def render(result: AskResult) -> Group:
             )
         )
     for name, generated, grounded in result.grounded:
-        parts.append(
-            Text.assemble((f"grounded {name}: ", "bold"), f"{generated!r} -> {grounded!r} (question span)")
-        )
+        # A literal is shown as the query writes it (quotes included); a label as a Python string.
+        change = f"{generated} -> {grounded}" if name == LITERAL else f"{generated!r} -> {grounded!r}"
+        parts.append(Text.assemble((f"grounded {name}: ", "bold"), f"{change} (from the question)"))
     parts.extend(candidate_table(p) for p in result.placeholders)
     if result.sparql:
         parts.append(

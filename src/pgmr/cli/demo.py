@@ -22,7 +22,7 @@ from pgmr.config import default_memory_dir
 from pgmr.conversion import ConversionSummary, convert_records
 from pgmr.datasets import load_named
 from pgmr.evaluation.metrics import query_exact_match, semantic_match
-from pgmr.generators.grounding import ground_labels
+from pgmr.generators.grounding import ground
 from pgmr.jsonl import write_jsonl
 from pgmr.kg.catalog import LabelCatalog
 from pgmr.memory import Memory, MemoryNotFoundError, load_encoder
@@ -91,7 +91,7 @@ def demo(
             rows.append({**row, "status": "invalid", "matches_gold": False, "sqm": False})
             continue
         if not oracle:
-            query, snaps = ground_labels(query, record.question)
+            query, snaps = ground(query, record.question)
             for snap in snaps:
                 out.print(
                     f"grounded {snap.placeholder}: {escape(snap.generated)!r} -> {escape(snap.grounded)!r}"

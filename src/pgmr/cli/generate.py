@@ -81,6 +81,11 @@ def generate(
         help="pgmr modes with --resolve: snap entity labels to the question span at least this similar "
         "before resolving (docs/generators.md); 1 turns it off",
     ),
+    literal_grounding: bool = typer.Option(
+        True,
+        help="pgmr modes with --resolve: replace numbers and quoted words that are not in the question by "
+        "the question's closest ones (docs/generators.md)",
+    ),
     memory_dir: Path | None = MEMORY_OPTION,
     chat_mode: str | None = typer.Option(
         None, "--mode", help="Chat server: what to write (pgmr | direct | rag | rag-pgmr)"
@@ -202,7 +207,7 @@ def generate(
         results.append(item)
     counts: Counter[str] = Counter()
     if resolve:
-        _resolve_into(results, memory, grounding)
+        _resolve_into(results, memory, grounding, literal_grounding)
         counts.update(r["status"] for r in results)
     elif mode in PGMR_MODES:
         counts["parses"] = sum(1 for r in results if _parses(r["prediction"]))
@@ -226,20 +231,22 @@ def _parses(text: str) -> bool:
     return True
 
 
-def _resolve_into(results: list[dict[str, Any]], memory: Any, grounding: float = 1.0) -> None:
+def _resolve_into(
+    results: list[dict[str, Any]], memory: Any, grounding: float = 1.0, literal_grounding: bool = False
+) -> None:
     """Adds status plus sparql/mapping/evidence (resolved), reason (refused) or error (invalid) to each row;
-    `grounded` lists the entity labels snapped to question spans before resolution."""
-    from pgmr.generators.grounding import GroundingConfig, ground_labels
+    `grounded` lists the labels and literals snapped to the question before resolution."""
+    from pgmr.generators.grounding import GroundingConfig, ground
     from pgmr.resolver import Resolver
 
     resolver = Resolver(memory)
-    config = GroundingConfig(min_similarity=grounding) if grounding < 1.0 else None
+    config = GroundingConfig(min_similarity=grounding, literals=literal_grounding)
     parsed = []
     for i, item in enumerate(results):
         try:
             query = parse(item["prediction"])
-            if config is not None:
-                query, snaps = ground_labels(query, item["question"], config)
+            if item.get("question"):
+                query, snaps = ground(query, item["question"], config)
                 if snaps:
                     item["grounded"] = [
                         {"placeholder": s.placeholder, "generated": s.generated, "grounded": s.grounded}

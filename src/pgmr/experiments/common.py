@@ -386,10 +386,10 @@ def rag_contexts(card: Mapping[str, Any], memory: Memory, questions: Sequence[st
 def parse_outputs(
     outputs: Sequence[str], questions: Sequence[str] | None = None, grounding: GroundingConfig | None = None
 ) -> list[IntermediateQuery | IntermediateQueryError]:
-    """Parsed outputs; with `questions`, entity labels are grounded in them as `pgmr generate --resolve` and
-    `pgmr ask` do (pgmr.generators.grounding, default threshold unless `grounding` says otherwise), so
+    """Parsed outputs; with `questions`, labels and literals are grounded in them as `pgmr generate --resolve`
+    and `pgmr ask` do (pgmr.generators.grounding, the defaults unless `grounding` says otherwise), so
     experiments measure the shipped path."""
-    from pgmr.generators.grounding import ground_labels
+    from pgmr.generators.grounding import ground
 
     parsed: list[IntermediateQuery | IntermediateQueryError] = []
     for i, text in enumerate(outputs):
@@ -398,7 +398,7 @@ def parse_outputs(
         except IntermediateQueryError as exc:
             parsed.append(exc)
             continue
-        parsed.append(ground_labels(query, questions[i], grounding)[0] if questions is not None else query)
+        parsed.append(ground(query, questions[i], grounding)[0] if questions is not None else query)
     return parsed
 
 

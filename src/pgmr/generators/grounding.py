@@ -9,8 +9,16 @@ in the question (an alias, a class the question only implies: "USA" -> "United S
 generated, because no span is close enough. Relation labels are never snapped: questions paraphrase
 relations ("born in" for "place of birth").
 
-This runs after generation and before the memory lookup; it only edits labels, never the skeleton, and the
-original and grounded labels are both reported, so a user sees what changed.
+Literals get the same treatment (`ground_literals`): the model writes the right filter but garbles the digits
+or the word it should copy ("36936.0" for "population of 394,169", 'kinson' for "the word turnip"). A number
+in a comparison or a quoted literal that does not occur in the question is replaced by the most similar
+number of the question (keeping the model's format: no thousands separators, a trailing ".0" where it wrote
+one); a quoted word by the most similar content word of the question that no label already uses. Literals
+that are in the question, language tags, LIMIT/OFFSET counts, and every literal of a question without a
+candidate stay as generated.
+
+This runs after generation and before the memory lookup; labels and literals are the only edits (the query's
+structure is never touched), and every change is reported with what was generated, so a user sees it.
 """
 
 from __future__ import annotations
@@ -20,16 +28,21 @@ from dataclasses import dataclass, replace
 
 from rapidfuzz import fuzz
 
+from pgmr.generators.rag import STOP_WORDS
 from pgmr.query import IntermediateQuery
 
+LITERAL = "literal"
 _WORD = re.compile(r"[^\s?!,;:\"()\[\]{}]+")
 _TRIM = "'’`.\""
 
 
 @dataclass(frozen=True)
 class GroundingConfig:
-    min_similarity: float = 0.5  # chosen on LC-QuAD 2.0 validation (docs/generators.md)
+    # Entity labels snap to a question span at least this similar (1 turns label grounding off); chosen on
+    # LC-QuAD 2.0 validation (docs/generators.md).
+    min_similarity: float = 0.5
     max_span_words: int = 8
+    literals: bool = True  # ground_literals as well
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_similarity <= 1.0:
@@ -40,6 +53,9 @@ class GroundingConfig:
 
 @dataclass(frozen=True)
 class Snap:
+    """One edit: `placeholder` is the placeholder whose label changed, or LITERAL for a literal of the
+    skeleton (`generated` and `grounded` are then the literals as written in the query, quotes included)."""
+
     placeholder: str
     generated: str
     grounded: str
@@ -92,3 +108,121 @@ def ground_labels(
     if not snaps:
         return query, ()
     return replace(query, placeholders=tuple(placeholders)), tuple(snaps)
+
+
+def ground(
+    query: IntermediateQuery, question: str, config: GroundingConfig | None = None
+) -> tuple[IntermediateQuery, tuple[Snap, ...]]:
+    """Labels (unless `min_similarity` is 1) and then literals (unless `literals` is off) grounded in the
+    question; what `pgmr generate --resolve`, `pgmr ask`, the service, the demo and the experiments run."""
+    config = config or GroundingConfig()
+    snaps: tuple[Snap, ...] = ()
+    if config.min_similarity < 1.0:
+        query, snaps = ground_labels(query, question, config)
+    if config.literals:
+        query, literal_snaps = ground_literals(query, question)
+        snaps += literal_snaps
+    return query, snaps
+
+
+# A number as questions write it: 394,169 / -26.8989 / 2.64804e+06; "1882-7-3" gives 1882, 7 and 3.
+_QUESTION_NUMBER = re.compile(
+    r"(?<![\w.-])-?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])|(?<=\d-)\d+(?![\w])"
+)
+_NUMERIC = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# Literals of a skeleton worth grounding: a quoted string, or a bare number right after a comparison.
+_SKELETON_LITERAL = re.compile(
+    r"'(?P<quoted>[^'\n]*)'|(?<=[=<>])(?P<space>\s*)(?P<number>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(?![\w.])"
+)
+_LANG_TAG = re.compile(r"lang\s*\([^)]*\)\s*=\s*$", re.IGNORECASE)
+# Words of LC-QuAD's label-filter templates ("whose name has the word X in it", "starts with the letter X"):
+# never the literal itself.
+_TEMPLATE_WORDS = frozenset(
+    {"word", "words", "letter", "letters", "contain", "contains", "containing", "start", "starts", "starting"}
+    | {"started", "begin", "begins", "beginning", "end", "ends", "ending", "named", "names", "string"}
+)
+
+
+def _number_value(text: str) -> float | None:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _digits(text: str) -> str:
+    text = text.replace(",", "")
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _as_generated(number: str, generated: str) -> str:
+    """The question's number written the way the model wrote its literal (LC-QuAD's own format): no
+    thousands separators, and a trailing ".0" where the model wrote one and the question has none."""
+    number = number.replace(",", "")
+    if generated.endswith(".0") and not any(c in number for c in ".eE"):
+        number += ".0"
+    return number
+
+
+def _best(candidates: list[str], key: str, used: set[str]) -> tuple[str, float]:
+    """The candidate most similar to `key` by character ratio, and its ratio; unused candidates win ties, so
+    two garbled literals of one question ("between 10 and 21") go to different question numbers."""
+    scored = [(fuzz.ratio(key, _digits(c).casefold()) / 100.0, _digits(c) not in used, c) for c in candidates]
+    score, _, best = max(scored, key=lambda t: (t[0], t[1]))
+    return best, score
+
+
+def ground_literals(query: IntermediateQuery, question: str) -> tuple[IntermediateQuery, tuple[Snap, ...]]:
+    """The query with literals that are not in the question replaced by the question's closest number or
+    word (see the module docstring), and what was replaced."""
+    folded_question = question.casefold()
+    numbers = [m.group(0) for m in _QUESTION_NUMBER.finditer(question)]
+    values = {v for v in map(_number_value, numbers) if v is not None}
+    label_words = {w.casefold() for p in query.placeholders for w in _WORD.findall(p.label)}
+    words = []
+    for m in _WORD.finditer(question):
+        word = m.group(0).strip(_TRIM)
+        if word.endswith(("'s", "’s")):
+            word = word[:-2]
+        key = word.casefold()
+        content = key not in STOP_WORDS and key not in _TEMPLATE_WORDS and key not in label_words
+        if word and content and not _NUMERIC.fullmatch(key):
+            words.append(word)
+    words = list(dict.fromkeys(words))
+    used: set[str] = set()  # question numbers and words already in the query (as _digits writes them)
+    snaps: list[Snap] = []
+
+    def replace_literal(m: re.Match[str]) -> str:
+        quoted = m.group("quoted") is not None
+        literal = m.group("quoted") if quoted else m.group("number")
+        if quoted and _LANG_TAG.search(m.string[: m.start()]):
+            return m.group(0)
+        if _NUMERIC.fullmatch(literal):
+            if not numbers or _number_value(literal) in values or literal in question:
+                used.add(_digits(literal))
+                return m.group(0)
+            best, score = _best(numbers, _digits(literal), used)
+            grounded = _as_generated(best, literal)
+        else:
+            if not literal.strip() or literal.casefold() in folded_question or not words:
+                return m.group(0)
+            best, score = _best(words, literal.casefold(), used)
+            # Lower-cased where the model wrote it so: LC-QuAD's label filters compare with lcase(...).
+            grounded = best.casefold() if literal == literal.casefold() else best
+        used.add(_digits(best))
+        if grounded == literal:
+            return m.group(0)
+        snaps.append(
+            Snap(
+                LITERAL,
+                f"'{literal}'" if quoted else literal,
+                f"'{grounded}'" if quoted else grounded,
+                round(score, 4),
+            )
+        )
+        return f"'{grounded}'" if quoted else m.group("space") + grounded
+
+    skeleton = _SKELETON_LITERAL.sub(replace_literal, query.skeleton)
+    if not snaps:
+        return query, ()
+    return replace(query, skeleton=skeleton), tuple(snaps)

@@ -35,6 +35,12 @@ class ResolverConfig:
     # empty description exactly for IDs without one, so a generator trained on it does the same; it applies only
     # to queries that give a description somewhere (their writer describes), never to label-only writers.
     agreement_weight: float = 0.03
+    # Bonus when the placeholder's label is the candidate's own label, not just one of its aliases. The training
+    # transformation writes each ID's label from the memory, so a generator trained on it names "country" for
+    # Q6256 (label "country") and not for Q3624078 ("sovereign state", alias "country"); both match exactly.
+    canonical_weight: float = (
+        0.03  # above the prior's whole range (0.02): an own label beats any alias-only tie
+    )
     # When no label/alias matches exactly, the `fuzzy_k` closest ones (edit similarity >= fuzzy_cutoff) join.
     fuzzy_k: int = 10
     fuzzy_cutoff: float = 0.8
@@ -49,8 +55,8 @@ class ResolverConfig:
                 raise ValueError(f"{name} must be a similarity in [-1, 1], got {value}")
         if not 0.0 <= self.fuzzy_cutoff <= 1.0:
             raise ValueError("fuzzy_cutoff must be in [0, 1]")
-        if self.prior_weight < 0 or self.fuzzy_k < 0:
-            raise ValueError("prior_weight and fuzzy_k must be >= 0")
+        if self.prior_weight < 0 or self.fuzzy_k < 0 or self.canonical_weight < 0:
+            raise ValueError("prior_weight, canonical_weight and fuzzy_k must be >= 0")
 
     def threshold(self, kind: Kind) -> float:
         return self.entity_threshold if kind == "entity" else self.relation_threshold
@@ -189,7 +195,13 @@ class Resolver:
             label_sim = max(label_dense[wid], lexical)
             similarity = label_sim if full_vector is None else (label_sim + full_dense[wid]) / 2
             agree = describing and bool(placeholder.description) == bool(row.description)
-            score = similarity + cfg.prior_weight * self.prior(wid) + cfg.agreement_weight * agree
+            canonical = bool(cfg.canonical_weight) and normalize_label(row.label) == key
+            score = (
+                similarity
+                + cfg.prior_weight * self.prior(wid)
+                + cfg.agreement_weight * agree
+                + cfg.canonical_weight * canonical
+            )
             ranked.append(
                 Candidate(
                     wid,
