@@ -4,6 +4,7 @@
     similarity = label_sim                                       (placeholder without description)
                = (label_sim + cosine("label, description", candidate rows)) / 2     (with description)
     score      = similarity + prior_weight * prior + agreement_weight * [description agreement]
+                            + canonical_weight * [the label is the candidate's own label, not an alias]
 
 - The memory holds, for every label and alias, a row with the description and one without, so the label alone
   meets label-only rows and "label, description" meets rows of its own shape.
@@ -22,6 +23,8 @@
   The training transformation writes an empty description exactly for IDs that have none, so a generator
   trained on it does the same; the bonus applies only to queries with a description somewhere (their writer
   describes), never to label-only writers, for whom an empty description says nothing.
+- own label: among exact matches, the candidate whose label (not only an alias) is the placeholder's label
+  wins; the training transformation names IDs by their own labels. Its weight exceeds the prior's range.
 Thresholds for refusal apply to similarity (in [0, 1] for normalized embeddings), never to the prior.
 """
 
