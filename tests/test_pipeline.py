@@ -313,6 +313,24 @@ def test_invalid_model_output_reports_the_parse_error(pipeline: Pipeline) -> Non
     assert result.question == "q" and result.intermediate == text and result.sparql is None
 
 
+def test_garbled_labels_and_literals_are_grounded_in_the_question(pipeline: Pipeline) -> None:
+    text = (
+        "ASK { wd:entity0 wdt:relation0 ?n FILTER(?n > 3546) }\n"
+        "entity0 = [ENT] Hamburgh [/ENT]\nrelation0 = [REL] population [/REL]"
+    )
+    question = "Do more than 3,600 people live in Hamburg?"
+    result = pipeline.resolve_text(text, question=question, execute=False)
+    assert result.grounded == (("entity0", "Hamburgh", "Hamburg"), ("literal", "3546", "3600"))
+    assert result.sparql is not None and "FILTER(?n > 3600)" in result.sparql
+    assert result.to_json()["grounded"][1] == {
+        "placeholder": "literal",
+        "generated": "3546",
+        "grounded": "3600",
+    }
+    off = _variant(pipeline, literal_grounding=False).resolve_text(text, question=question, execute=False)
+    assert off.grounded == (("entity0", "Hamburgh", "Hamburg"),) and "FILTER(?n > 3546)" in (off.sparql or "")
+
+
 @pytest.mark.parametrize(
     "text",
     [

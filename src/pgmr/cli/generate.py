@@ -232,7 +232,7 @@ def _parses(text: str) -> bool:
 
 
 def _resolve_into(
-    results: list[dict[str, Any]], memory: Any, grounding: float = 1.0, literal_grounding: bool = False
+    results: list[dict[str, Any]], memory: Any, grounding: float = 0.5, literal_grounding: bool = True
 ) -> None:
     """Adds status plus sparql/mapping/evidence (resolved), reason (refused) or error (invalid) to each row;
     `grounded` lists the labels and literals snapped to the question before resolution."""
