@@ -523,3 +523,28 @@ def test_results_doc_publishes_runs_and_gathers_tables(original_run: Path, tmp_p
     result = results_doc(bad.parent)
     assert result.exit_code == 2 and "cannot read" in result.output
     assert target.read_text() == text and not (published / "refusal").exists()
+
+
+def test_models_line_names_trained_and_served_models() -> None:
+    from pgmr.experiments.results_doc import models_line
+
+    doc = {
+        "systems": {
+            "pgmr": {
+                "status": "ok",
+                "model": "models/m",
+                "mode": "pgmr",
+                "train_steps": 6000,
+                "train_wall_seconds": 60.0,
+            },
+            "chat-pgmr": {"status": "ok", "model": "smol at http://127.0.0.1:8765", "mode": "pgmr"},
+            "rag": {"status": "missing", "model": "runs/rag"},
+        }
+    }
+    line = models_line(doc)
+    assert line is not None and line.startswith("Models: `models/m` (pgmr, 6000 training steps, ")
+    assert (
+        "`smol at http://127.0.0.1:8765` (pgmr; a served chat model, prompted few-shot, not trained here)"
+        in line
+    )
+    assert "runs/rag" not in line  # only systems that ran are listed

@@ -124,13 +124,19 @@ def evaluated_models(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return entries
 
 
+def _model_description(e: Mapping[str, Any]) -> str:
+    if "train_steps" not in e:  # a served model (the chat-LLM row): nothing of it was trained here
+        return (
+            f"`{e.get('model')}` ({e.get('mode')}; a served chat model, prompted few-shot, not trained here)"
+        )
+    return (
+        f"`{e.get('model')}` ({e.get('mode')}, {e.get('train_steps')} training steps, "
+        f"{fmt_seconds(e.get('train_wall_seconds'))}; decoding: {fmt_decoding(e) or 'not recorded'})"
+    )
+
+
 def models_line(doc: Mapping[str, Any]) -> str | None:
-    described = [
-        f"`{e.get('model')}` ({e.get('mode')}, {e.get('train_steps', '?')} training steps, "
-        f"{fmt_seconds(e.get('train_wall_seconds'))}; decoding: "
-        f"{fmt_decoding(e) or 'not recorded'})"
-        for e in evaluated_models(doc)
-    ]
+    described = [_model_description(e) for e in evaluated_models(doc)]
     return "Models: " + "; ".join(described) + "." if described else None
 
 
