@@ -111,6 +111,15 @@ def test_resolve_runs_an_intermediate_query(client: httpx.Client) -> None:
     )
     invalid = client.post("/resolve", json={"query": "SELECT ?x WHERE { wd:entity0 ?p ?x }"}).json()
     assert invalid["status"] == "invalid" and invalid["error"]["code"] == "missing_mapping"
+    # With the question, a garbled label and number are grounded in it, and the response says so.
+    garbled = "ASK { wd:entity0 wdt:relation0 ?n FILTER(?n > 3546) }\nentity0 = [ENT] Hamburgh [/ENT]\nrelation0 = [REL] population [/REL]"
+    question = "Do more than 3,600 people live in Hamburg?"
+    grounded = client.post("/resolve", json={"query": garbled, "question": question, "execute": False}).json()
+    assert grounded["grounded"] == [
+        {"placeholder": "entity0", "generated": "Hamburgh", "grounded": "Hamburg"},
+        {"placeholder": "literal", "generated": "3546", "grounded": "3600"},
+    ]
+    assert grounded["mapping"]["entity0"] == "Q1055" and "FILTER(?n > 3600)" in grounded["sparql"]
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,15 @@ class ProbeOut(BaseModel):
     error: str | None = None
 
 
+class GroundedOut(BaseModel):
+    """An edit made before resolution: `placeholder` is the placeholder whose label was snapped to a question
+    span, or "literal" for a number or quoted word of the query replaced by the question's closest one."""
+
+    placeholder: str
+    generated: str
+    grounded: str
+
+
 class AskErrorOut(BaseModel):
     code: str
     message: str
@@ -110,6 +119,7 @@ class AskResponse(BaseModel):
     choice: str
     probes: list[ProbeOut]
     timings: dict[str, float]
+    grounded: list[GroundedOut] = []
 
 
 class SearchHitOut(BaseModel):
