@@ -38,9 +38,8 @@ class ResolverConfig:
     # Bonus when the placeholder's label is the candidate's own label, not just one of its aliases. The training
     # transformation writes each ID's label from the memory, so a generator trained on it names "country" for
     # Q6256 (label "country") and not for Q3624078 ("sovereign state", alias "country"); both match exactly.
-    canonical_weight: float = (
-        0.03  # above the prior's whole range (0.02): an own label beats any alias-only tie
-    )
+    # 0.03 is above the prior's whole range (0.02), so an own label beats any alias-only tie.
+    canonical_weight: float = 0.03
     # When no label/alias matches exactly, the `fuzzy_k` closest ones (edit similarity >= fuzzy_cutoff) join.
     fuzzy_k: int = 10
     fuzzy_cutoff: float = 0.8
