@@ -41,7 +41,7 @@ def main() -> None:
 
     data_dir, catalog, memory = setup(args.data_dir, args.memory)
     records = {r.id: r for r in gold_records(args.split, data_dir)}
-    rows_in = [r for r in read_jsonl(args.predictions)]
+    rows_in = list(read_jsonl(args.predictions))
     missing = [r["id"] for r in rows_in if r["id"] not in records]
     if missing:
         raise SystemExit(f"{len(missing)} predictions are not {args.split} questions (first: {missing[0]})")

@@ -624,6 +624,7 @@ class Pipeline:
         self, questions: Sequence[str | None], texts: Sequence[str], timers: Sequence[_Timer], mode: str
     ) -> list[_Pending]:
         pending = [_Pending(q, t, mode, timer) for q, t, timer in zip(questions, texts, timers, strict=True)]
+        grounding = GroundingConfig(self.config.grounding, literals=self.config.literal_grounding)
         parsed: list[tuple[_Pending, IntermediateQuery]] = []
         for item in pending:
             started = time.perf_counter()
@@ -649,7 +650,6 @@ class Pipeline:
                 item.result = self._invalid(item, _error_of(exc))
                 continue
             if item.question:
-                grounding = GroundingConfig(self.config.grounding, literals=self.config.literal_grounding)
                 query, snaps = ground(query, item.question, grounding)
                 item.grounded = tuple((s.placeholder, s.generated, s.grounded) for s in snaps)
             item.timer.add("parse", started)

@@ -179,16 +179,14 @@ def ground_literals(query: IntermediateQuery, question: str) -> tuple[Intermedia
     numbers = [m.group(0) for m in _QUESTION_NUMBER.finditer(question)]
     values = {v for v in map(_number_value, numbers) if v is not None}
     label_words = {w.casefold() for p in query.placeholders for w in _WORD.findall(p.label)}
-    words = []
-    for m in _WORD.finditer(question):
-        word = m.group(0).strip(_TRIM)
-        if word.endswith(("'s", "’s")):
-            word = word[:-2]
-        key = word.casefold()
-        content = key not in STOP_WORDS and key not in _TEMPLATE_WORDS and key not in label_words
-        if word and content and not _NUMERIC.fullmatch(key):
-            words.append(word)
-    words = list(dict.fromkeys(words))
+    words = [
+        word
+        for word in question_spans(question, max_words=1)
+        if (key := word.casefold()) not in STOP_WORDS
+        and key not in _TEMPLATE_WORDS
+        and key not in label_words
+        and not _NUMERIC.fullmatch(key)
+    ]
     used: set[str] = set()  # question numbers and words already in the query (as _digits writes them)
     snaps: list[Snap] = []
 
