@@ -98,7 +98,7 @@ def main() -> None:
         started = time.perf_counter()
         outputs = generator.generate(questions, batch_size=args.batch_size)
         seconds = time.perf_counter() - started
-        parsed = parse_outputs(outputs, questions, grounding)
+        parsed = parse_outputs(outputs, questions, grounding, known=resolver.knows)
         results = resolve_parsed(resolver, parsed)
         evaluations = [
             evaluate_record({"id": c.id, **resolution_fields(r)}, records[c.id], catalog=catalog)

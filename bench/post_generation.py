@@ -34,6 +34,9 @@ def main() -> None:
     parser.add_argument("--literals", default="off,on", help="literal grounding: off, on or both")
     parser.add_argument("--canonical-weights", default="0,0.01,0.02,0.03,0.05")
     parser.add_argument("--grounding", type=float, default=0.5, help="entity-label grounding threshold")
+    parser.add_argument(
+        "--memory-grounding", default="on", help="grounding with the memory's labels: off, on or both"
+    )
     parser.add_argument("--data-dir")
     parser.add_argument("--memory")
     parser.add_argument("--name", help="result file name under bench/results")
@@ -51,25 +54,35 @@ def main() -> None:
     rows: list[list[Any]] = []
     settings: list[dict[str, Any]] = []
     grid = [
-        (literals, float(weight))
+        (literals, float(weight), with_memory)
         for literals in args.literals.split(",")
         for weight in args.canonical_weights.split(",")
+        for with_memory in args.memory_grounding.split(",")
     ]
-    for literals, weight in grid:
+    for literals, weight, with_memory in grid:
         started = time.perf_counter()
-        grounding = GroundingConfig(min_similarity=args.grounding, literals=literals == "on")
+        grounding = GroundingConfig(
+            min_similarity=args.grounding, literals=literals == "on", use_memory=with_memory == "on"
+        )
         resolver = Resolver(memory, ResolverConfig(canonical_weight=weight))
-        results = resolve_parsed(resolver, parse_outputs(outputs, questions, grounding))
+        results = resolve_parsed(resolver, parse_outputs(outputs, questions, grounding, known=resolver.knows))
         evaluations = [
             evaluate_record({"id": r["id"], **resolution_fields(res)}, records[r["id"]], catalog=catalog)
             for r, res in zip(rows_in, results, strict=True)
         ]
         overall = aggregate(evaluations)
         seconds = time.perf_counter() - started
-        rows.append([f"literals {literals}, canonical {weight:g}", overall["query_em"], overall["uri_em"]])
+        rows.append(
+            [
+                f"literals {literals}, canonical {weight:g}, memory grounding {with_memory}",
+                overall["query_em"],
+                overall["uri_em"],
+            ]
+        )
         settings.append(
             {
                 "literal_grounding": literals == "on",
+                "memory_grounding": with_memory == "on",
                 "canonical_weight": weight,
                 "query_em": overall["query_em"],
                 "sqm": overall["sqm"],

@@ -57,6 +57,62 @@ def test_threshold_one_only_accepts_exact_spans_and_possessives_are_trimmed() ->
     assert "Napoleon" in question_spans("What was Napoleon's religion?")
 
 
+# -- with the memory's labels -------------------------------------------------------------------------------------
+
+MEMORY_LABELS = {
+    "entity": {"roman polanski", "paris", "ivory coast", "babe ruth", "robert"},
+    "relation": {"place of birth", "mia constituent id", "population"},
+}
+
+
+def known(kind: str, text: str) -> bool:
+    return text.casefold() in MEMORY_LABELS[kind]
+
+
+def test_a_memory_label_is_kept_and_a_memory_span_is_preferred() -> None:
+    query = parse(QUERY.replace("Roman Poly Poli", "Babe Ruth").replace("Paris", "The Ivroy Coast"))
+    question = "Was Babe_Ruth born in the Ivory Coast?"
+    # Without the memory both labels follow the question's spelling, the article included.
+    _, plain = ground_labels(query, question)
+    assert [(s.placeholder, s.grounded) for s in plain] == [
+        ("entity0", "Babe_Ruth"),
+        ("entity1", "the Ivory Coast"),
+    ]
+    grounded, snaps = ground_labels(query, question, known=known)
+    assert grounded.placeholder("entity0").label == "Babe Ruth"  # a memory label: not re-spelt
+    assert [(s.placeholder, s.generated, s.grounded) for s in snaps] == [
+        ("entity1", "The Ivroy Coast", "Ivory Coast")
+    ]
+
+
+def test_an_entity_falls_back_to_the_closest_span_when_no_memory_span_is_close() -> None:
+    query = parse(QUERY.replace("Roman Poly Poli", "Jonathan Swiff"))
+    grounded, _ = ground_labels(query, "Was Jonathan Swift born in Paris?", known=known)
+    assert grounded.placeholder("entity0").label == "Jonathan Swift"
+
+
+def test_an_unknown_relation_snaps_only_to_a_relation_label_of_the_memory() -> None:
+    query = parse(
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\n"
+        "entity0 = [ENT] Roman Polanski [/ENT]\nrelation0 = [REL] Miastituent ID [/REL]"
+    )
+    grounded, snaps = ground_labels(query, "What is the MIA constituent ID of Roman Polanski?", known=known)
+    assert grounded.placeholder("relation0").label == "MIA constituent ID"
+    assert [s.placeholder for s in snaps] == ["relation0"]
+    # A paraphrase the memory does not know, and no relation span close to it: untouched, as without memory.
+    para = parse(QUERY.replace("place of birth", "born i"))
+    grounded, _ = ground_labels(para, "Was Roman Polanski born in Paris?", known=known)
+    assert grounded.placeholder("relation0").label == "born i"
+    # A relation label the memory knows is never touched, however close a span is.
+    grounded, snaps = ground_labels(parse(QUERY), "Was Roman Polanski's place of birthh Paris?", known=known)
+    assert grounded.placeholder("relation0").label == "place of birth"
+    # use_memory=False is the plain grounding, whatever `known` says.
+    _, off = ground(
+        query, "What is the MIA constituent ID of Roman Polanski?", GroundingConfig(use_memory=False), known
+    )
+    assert off == ()
+
+
 def test_config_is_validated() -> None:
     with pytest.raises(ValueError):
         GroundingConfig(min_similarity=1.5)

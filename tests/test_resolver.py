@@ -174,3 +174,27 @@ def test_an_own_label_beats_an_alias_only_match(memory: Memory) -> None:
     assert off.mapping_dict()["entity0"] == "Q312"  # type: ignore[union-attr]
     with pytest.raises(ValueError):
         ResolverConfig(canonical_weight=-0.1)
+
+
+def test_knows_matches_labels_and_aliases_up_to_case_and_accents(memory: Memory) -> None:
+    resolver = Resolver(memory)
+    assert resolver.knows("entity", "hamburg") and resolver.knows(
+        "entity", "Free and Hanseatic  City of Hamburg"
+    )
+    assert resolver.knows("entity", "PÄRIS") and resolver.knows("relation", "inhabitants")
+    assert not resolver.knows("entity", "population")  # a relation label, not an entity's
+    assert not resolver.knows("entity", "Hamburgg")
+
+
+def test_grounding_with_the_memory_fixes_a_garbled_relation_end_to_end(memory: Memory) -> None:
+    from pgmr.generators.grounding import ground
+
+    text = (
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\n"
+        "entity0 = [ENT] Hamburg [/ENT] city and state in northern Germany\nrelation0 = [REL] inhabitans [/REL]"
+    )
+    question = "How many inhabitants does Hamburg have?"
+    resolver = Resolver(memory)
+    grounded, snaps = ground(parse(text), question, known=resolver.knows)
+    assert [(s.placeholder, s.grounded) for s in snaps] == [("relation0", "inhabitants")]
+    assert resolver.resolve(grounded).mapping_dict() == {"entity0": "Q1055", "relation0": "P1082"}  # type: ignore[union-attr]

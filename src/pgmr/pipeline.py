@@ -650,7 +650,7 @@ class Pipeline:
                 item.result = self._invalid(item, _error_of(exc))
                 continue
             if item.question:
-                query, snaps = ground(query, item.question, grounding)
+                query, snaps = ground(query, item.question, grounding, self.resolver.knows)
                 item.grounded = tuple((s.placeholder, s.generated, s.grounded) for s in snaps)
             item.timer.add("parse", started)
             parsed.append((item, query))

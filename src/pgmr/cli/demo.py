@@ -91,7 +91,7 @@ def demo(
             rows.append({**row, "status": "invalid", "matches_gold": False, "sqm": False})
             continue
         if not oracle:
-            query, snaps = ground(query, record.question)
+            query, snaps = ground(query, record.question, known=resolver.knows)
             for snap in snaps:
                 out.print(
                     f"grounded {snap.placeholder}: {escape(snap.generated)!r} -> {escape(snap.grounded)!r}"

@@ -246,7 +246,7 @@ def _resolve_into(
         try:
             query = parse(item["prediction"])
             if item.get("question"):
-                query, snaps = ground(query, item["question"], config)
+                query, snaps = ground(query, item["question"], config, resolver.knows)
                 if snaps:
                     item["grounded"] = [
                         {"placeholder": s.placeholder, "generated": s.generated, "grounded": s.grounded}

@@ -28,7 +28,7 @@ from pgmr.query import IntermediateQuery, IntermediateQueryError, parse
 
 if TYPE_CHECKING:
     from pgmr.evaluation.metrics import EvaluationResult
-    from pgmr.generators.grounding import GroundingConfig
+    from pgmr.generators.grounding import GroundingConfig, Known
     from pgmr.kg.catalog import LabelCatalog
     from pgmr.memory import Encoder, Memory
     from pgmr.resolver import Prior, Refusal, Resolution, Resolver
@@ -384,7 +384,10 @@ def rag_contexts(card: Mapping[str, Any], memory: Memory, questions: Sequence[st
 
 
 def parse_outputs(
-    outputs: Sequence[str], questions: Sequence[str] | None = None, grounding: GroundingConfig | None = None
+    outputs: Sequence[str],
+    questions: Sequence[str] | None = None,
+    grounding: GroundingConfig | None = None,
+    known: Known | None = None,
 ) -> list[IntermediateQuery | IntermediateQueryError]:
     """Parsed outputs; with `questions`, labels and literals are grounded in them as `pgmr generate --resolve`
     and `pgmr ask` do (pgmr.generators.grounding, the defaults unless `grounding` says otherwise), so
@@ -398,7 +401,7 @@ def parse_outputs(
         except IntermediateQueryError as exc:
             parsed.append(exc)
             continue
-        parsed.append(ground(query, questions[i], grounding)[0] if questions is not None else query)
+        parsed.append(ground(query, questions[i], grounding, known)[0] if questions is not None else query)
     return parsed
 
 
@@ -605,9 +608,10 @@ def predict(
     rows = base_rows(records, outputs)
     if mode in PGMR_MODES:
         started = time.monotonic()
+        resolver = resolver or ws.resolver()
         results = resolve_parsed(
-            resolver or ws.resolver(),
-            parse_outputs(outputs, questions),
+            resolver,
+            parse_outputs(outputs, questions, known=resolver.knows),
             label=f"resolving ({label or mode})",
         )
         for row, result in zip(rows, results, strict=True):

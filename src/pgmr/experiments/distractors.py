@@ -69,7 +69,6 @@ def run(
     if not records:
         raise ExperimentError(f"{DATASET} has no records")
     outputs, source = pgmr_outputs(ws, records, predictions)
-    parsed = parse_outputs(outputs, [r.question for r in records])
     full = ws.memory
     in_memory = full.entities.ids()
     wanted = gold_entities(records)
@@ -88,7 +87,10 @@ def run(
             chosen = others[:wanted_extra]
             memory, extra = sub_memory(full, set(gold) | set(chosen)), len(chosen)
         started = time.monotonic()
-        resolved = resolve_parsed(ws.resolver(memory), parsed, label=f"resolving ({label})")
+        resolver = ws.resolver(memory)
+        # Grounding asks the memory in use which labels exist, as a deployed system with this memory would.
+        parsed = parse_outputs(outputs, [r.question for r in records], known=resolver.knows)
+        resolved = resolve_parsed(resolver, parsed, label=f"resolving ({label})")
         seconds = round(time.monotonic() - started, 1)
         rows = base_rows(records, outputs)
         for row, result in zip(rows, resolved, strict=True):

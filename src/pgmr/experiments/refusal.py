@@ -124,12 +124,13 @@ def run(
     answerable = [gold_entities([r]) <= kept for r in records]
 
     outputs, source = pgmr_outputs(ws, records, predictions)
-    parsed = parse_outputs(outputs, [r.question for r in records])
     relation_threshold = ws.settings.relation_threshold
     # Never refusing on entities: every parsable output gets its resolution and its weakest entity similarity.
     open_resolver = Resolver(
         memory, ResolverConfig(entity_threshold=-1.0, relation_threshold=relation_threshold)
     )
+    # Grounded against the reduced memory: the removed entities' labels must not steer the grounding either.
+    parsed = parse_outputs(outputs, [r.question for r in records], known=open_resolver.knows)
     resolved = resolve_parsed(open_resolver, parsed, label="resolving (no threshold)")
     rows = base_rows(records, outputs)
     for row, result in zip(rows, resolved, strict=True):

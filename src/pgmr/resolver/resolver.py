@@ -106,6 +106,11 @@ class Resolver:
             self._lexicons[kind] = _Lexicon(self.memory.dictionary(kind))
         return self._lexicons[kind]
 
+    def knows(self, kind: Kind, text: str) -> bool:
+        """Whether `text` is, up to case, accents and spacing, a label or alias of a `kind` of the memory (what
+        label grounding asks: pgmr.generators.grounding.Known)."""
+        return normalize_label(text) in self.lexicon(kind).surfaces
+
     def resolve(self, query: IntermediateQuery) -> Resolution | Refusal:
         return self.resolve_many([query])[0]
 
