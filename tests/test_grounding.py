@@ -12,7 +12,7 @@ from pgmr.generators.grounding import (
     ground_literals,
     question_spans,
 )
-from pgmr.query import parse
+from pgmr.query import parse, to_text
 
 QUERY = (
     "ASK WHERE { wd:entity0 wdt:relation0 wd:entity1 }\n"
@@ -217,3 +217,16 @@ def test_ground_runs_labels_then_literals_and_each_can_be_off() -> None:
     assert (
         "filter(?x = 540)" in literals_only.skeleton and literals_only.placeholder("entity0").label == "Dubay"
     )
+
+
+def test_a_question_word_with_a_quote_is_escaped_and_the_query_still_parses() -> None:
+    # Found on the unknown-URI test split: "d'Arc" went in unescaped and the resolver met an unclosed string.
+    text = (
+        "SELECT DISTINCT ?sbj WHERE { ?sbj wdt:relation0 wd:entity0 . ?sbj rdfs:label ?l . "
+        "FILTER(CONTAINS(lcase(?l), 'darc')) . FILTER (lang(?l) = 'en') } LIMIT 25\n"
+        "relation0 = [REL] instance of [/REL]\nentity0 = [ENT] human [/ENT]"
+    )
+    grounded, snaps = ground_literals(parse(text), "Which human has the word d'Arc in their name?")
+    assert [(s.generated, s.grounded) for s in snaps] == [("'darc'", "'d\\'arc'")]
+    assert "CONTAINS(lcase(?l), 'd\\'arc')" in grounded.skeleton
+    assert parse(to_text(grounded)) == grounded  # it lexes and round-trips

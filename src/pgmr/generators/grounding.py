@@ -45,7 +45,8 @@ from rapidfuzz import fuzz
 
 from pgmr.generators.rag import STOP_WORDS
 from pgmr.kg.ids import Kind
-from pgmr.query import IntermediateQuery
+from pgmr.query import IntermediateQuery, IntermediateQueryError
+from pgmr.query.lexer import tokenize
 
 LITERAL = "literal"
 # Is this text a label or alias of the memory, for entities or relations? (`Resolver.knows`)
@@ -264,13 +265,22 @@ def ground_literals(query: IntermediateQuery, question: str) -> tuple[Intermedia
             Snap(
                 LITERAL,
                 f"'{literal}'" if quoted else literal,
-                f"'{grounded}'" if quoted else grounded,
+                f"'{_escape(grounded)}'" if quoted else grounded,
                 round(score, 4),
             )
         )
-        return f"'{grounded}'" if quoted else m.group("space") + grounded
+        # A question word may hold the quote itself ("d'Arc"): escaped, the literal stays one string.
+        return f"'{_escape(grounded)}'" if quoted else m.group("space") + grounded
 
     skeleton = _SKELETON_LITERAL.sub(replace_literal, query.skeleton)
     if not snaps:
         return query, ()
+    try:
+        list(tokenize(skeleton))
+    except IntermediateQueryError:  # never hand the resolver a skeleton that no longer lexes
+        return query, ()
     return replace(query, skeleton=skeleton), tuple(snaps)
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
