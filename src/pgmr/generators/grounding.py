@@ -62,9 +62,8 @@ class GroundingConfig:
     min_similarity: float = 0.5
     max_span_words: int = 8
     literals: bool = True  # ground_literals as well
-    use_memory: bool = (
-        True  # with a `known` predicate: keep memory labels, prefer spans that are memory labels
-    )
+    # With a `known` predicate: keep memory labels, prefer spans that are memory labels.
+    use_memory: bool = True
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_similarity <= 1.0:
