@@ -198,3 +198,19 @@ def test_grounding_with_the_memory_fixes_a_garbled_relation_end_to_end(memory: M
     grounded, snaps = ground(parse(text), question, known=resolver.knows)
     assert [(s.placeholder, s.grounded) for s in snaps] == [("relation0", "inhabitants")]
     assert resolver.resolve(grounded).mapping_dict() == {"entity0": "Q1055", "relation0": "P1082"}  # type: ignore[union-attr]
+
+
+def test_resolve_parsed_keeps_the_batch_when_one_skeleton_cannot_be_filled(memory: Memory) -> None:
+    from dataclasses import replace
+
+    from pgmr.experiments.common import resolve_parsed
+    from pgmr.query import IntermediateQueryError
+
+    good = parse(
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\nentity0 = [ENT] Hamburg [/ENT]\nrelation0 = [REL] population [/REL]"
+    )
+    # A skeleton that no longer lexes (what unescaped literal grounding once produced).
+    bad = replace(good, skeleton="SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x FILTER(?x = 'd'arc') }")
+    results = resolve_parsed(Resolver(memory), [good, bad, good])
+    assert isinstance(results[0], Resolution) and isinstance(results[2], Resolution)
+    assert isinstance(results[1], IntermediateQueryError)

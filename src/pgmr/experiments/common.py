@@ -418,7 +418,18 @@ def resolve_parsed(
     with progress(label, len(queries)) as advance:
         for start in range(0, len(queries), chunk):
             part = queries[start : start + chunk]
-            for (i, _), result in zip(part, resolver.resolve_many([q for _, q in part]), strict=True):
+            try:
+                done: list[Any] = resolver.resolve_many([q for _, q in part])
+            except IntermediateQueryError:
+                # One query the resolver cannot fill must not cost the chunk (or the run's generated outputs):
+                # resolved one by one, it alone ends as the error it raised.
+                done = []
+                for _, q in part:
+                    try:
+                        done.append(resolver.resolve(q))
+                    except IntermediateQueryError as exc:
+                        done.append(exc)
+            for (i, _), result in zip(part, done, strict=True):
                 results[i] = result
             advance(len(part))
     return results
