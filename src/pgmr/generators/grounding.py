@@ -98,9 +98,10 @@ def question_spans(question: str, max_words: int = 8) -> list[str]:
     return list(dict.fromkeys(spans))
 
 
-def _closest(key: str, spans: list[str], folded: list[str]) -> tuple[str, float]:
+def _closest(key: str, spans: list[tuple[str, str]]) -> tuple[str, float]:
+    """The span (as written, case-folded) most similar to `key`, and its similarity."""
     best, best_score = "", 0.0
-    for span, span_key in zip(spans, folded, strict=True):
+    for span, span_key in spans:
         score = fuzz.ratio(key, span_key) / 100.0
         # Ties go to the longer span: a partial copy is the usual failure, not an overlong one.
         if score > best_score or (score == best_score and len(span) > len(best)):
@@ -122,7 +123,8 @@ def ground_labels(
     if not spans:
         return query, ()
     folded = [s.casefold() for s in spans]
-    known_spans: dict[Kind, tuple[list[str], list[str]]] = {}
+    pairs = list(zip(spans, folded, strict=True))
+    known_spans: dict[Kind, list[tuple[str, str]]] = {}
     snaps: list[Snap] = []
     placeholders = []
     for p in query.placeholders:
@@ -137,15 +139,14 @@ def ground_labels(
                 placeholders.append(p)
                 continue
             if p.kind not in known_spans:
-                pairs = [(s, f) for s, f in zip(spans, folded, strict=True) if known(p.kind, s)]
-                known_spans[p.kind] = ([s for s, _ in pairs], [f for _, f in pairs])
-            best, best_score = _closest(key, *known_spans[p.kind])
+                known_spans[p.kind] = [(s, f) for s, f in pairs if known(p.kind, s)]
+            best, best_score = _closest(key, known_spans[p.kind])
             if best_score < config.min_similarity:
                 best, best_score = "", 0.0
         # Relations paraphrase the question ("born in" for "place of birth"): they only ever snap to a span
         # that is itself a relation label of the memory.
         if not best and p.kind == "entity":
-            best, best_score = _closest(key, spans, folded)
+            best, best_score = _closest(key, pairs)
         if best and best_score >= config.min_similarity:
             snaps.append(Snap(p.name, p.label, best, round(best_score, 4)))
             placeholders.append(replace(p, label=best))
@@ -260,16 +261,10 @@ def ground_literals(query: IntermediateQuery, question: str) -> tuple[Intermedia
         used.add(_digits(best))
         if grounded == literal:
             return m.group(0)
-        snaps.append(
-            Snap(
-                LITERAL,
-                f"'{literal}'" if quoted else literal,
-                f"'{_escape(grounded)}'" if quoted else grounded,
-                round(score, 4),
-            )
-        )
         # A question word may hold the quote itself ("d'Arc"): escaped, the literal stays one string.
-        return f"'{_escape(grounded)}'" if quoted else m.group("space") + grounded
+        written = f"'{_escape(grounded)}'" if quoted else grounded
+        snaps.append(Snap(LITERAL, f"'{literal}'" if quoted else literal, written, round(score, 4)))
+        return written if quoted else m.group("space") + written
 
     skeleton = _SKELETON_LITERAL.sub(replace_literal, query.skeleton)
     if not snaps:
