@@ -259,6 +259,47 @@ def test_budget_stop_keeps_a_loadable_best_model(trained, tmp_path: Path) -> Non
     assert len(generator.generate(["Is Paris a human?"])) == 1
 
 
+def test_budget_schedule_decays_by_steps_or_by_the_clock_whichever_is_further() -> None:
+    import time
+
+    from pgmr.generators.seq2seq.train import WallClockBudget, budget_schedule
+
+    fresh = WallClockBudget(3600.0)  # almost nothing of an hour spent: the steps decide
+    schedule = budget_schedule(10, 110, fresh)
+    assert schedule(0) == 0.0 and schedule(5) == 0.5
+    assert schedule(60) == pytest.approx(0.5, abs=1e-3) and schedule(110) == 0.0
+    half = WallClockBudget(100.0, started=time.monotonic() - 50.0)  # half of the budget spent: the clock decides
+    schedule = budget_schedule(10, 110, half)
+    assert schedule(5) == 0.5  # warmup goes by steps
+    assert schedule(11) == pytest.approx(0.5, abs=0.02)  # 1% of the steps, 50% of the time
+    assert schedule(100) == pytest.approx(0.1, abs=1e-3)  # 90% of the steps: further than the clock
+    spent = WallClockBudget(10.0, started=time.monotonic() - 20.0)
+    assert budget_schedule(0, 100, spent)(1) == 0.0
+    # A resumed call: its first step is at 60% of the decay; the rest is spread over this call's budget.
+    resumed = budget_schedule(0, 100, WallClockBudget(100.0, started=time.monotonic() - 50.0))
+    assert resumed(60) == pytest.approx(1.0 - (0.6 + 0.4 * 0.5), abs=0.02)
+
+
+def test_bf16_on_cpu_with_the_budget_schedule_trains_and_records_it(tmp_path: Path) -> None:
+    """bfloat16 autocast on a machine without an accelerator (the Trainer needs use_cpu for it), and a learning
+    rate that reaches 0 when the wall budget does, read back from the trainer's own log."""
+    from pgmr.generators.seq2seq import TrainConfig, train_seq2seq
+
+    examples = build_examples(RECORDS, "pgmr", max_description_words=2)
+    config = TrainConfig(
+        max_steps=4, bf16=True, anneal_to_budget=True, max_minutes=60.0, **{**TINY, "logging_steps": 1}
+    )  # type: ignore[arg-type]
+    result = train_seq2seq(examples[:12], examples[12:], tmp_path / "run", config)
+    assert result.global_step == 4 and not result.stopped_by_budget
+    card = json.loads((result.model_dir / "model_card.json").read_text())
+    assert card["training"]["config"]["bf16"] and card["training"]["config"]["anneal_to_budget"]
+    state = json.loads((tmp_path / "run" / "checkpoints" / "checkpoint-4" / "trainer_state.json").read_text())
+    rates = [row["learning_rate"] for row in state["log_history"] if "learning_rate" in row]
+    assert len(rates) == 4 and rates == sorted(rates, reverse=True) and rates[0] > rates[-1]
+    with pytest.raises(ValueError, match="max_minutes"):
+        TrainConfig(anneal_to_budget=True)
+
+
 def test_warm_started_preset_trains_resumes_and_generates(tmp_path: Path) -> None:
     """The MiniLM-encoder preset: pretrained encoder with its own tokenizer, target BPE for the decoder."""
     from pgmr.generators.seq2seq import Seq2SeqGenerator, TrainConfig, train_seq2seq

@@ -76,7 +76,13 @@ def train(
     gradient_accumulation_steps: int = typer.Option(
         1, min=1, help="Batches per optimizer step (effective batch = batch size x this x devices)"
     ),
-    bf16: bool = typer.Option(False, help="bfloat16 mixed precision (GPUs that support it)"),
+    bf16: bool = typer.Option(
+        False, help="bfloat16 mixed precision (GPUs that support it; CPUs with AVX512-BF16 or AMX)"
+    ),
+    anneal_to_budget: bool = typer.Option(
+        False,
+        help="Decay the learning rate to 0 by --max-steps or by the end of --max-minutes, whichever is first",
+    ),
     lora_r: int = typer.Option(
         0,
         min=0,
@@ -169,6 +175,7 @@ def train(
             group_by_length=group_by_length,
             gradient_accumulation_steps=gradient_accumulation_steps,
             bf16=bf16,
+            anneal_to_budget=anneal_to_budget,
             lora_r=lora_r,
             lora_alpha=lora_alpha,
             lora_dropout=lora_dropout,
