@@ -169,6 +169,26 @@ def test_rag_sources_list_candidates(retriever: CandidateRetriever) -> None:
     assert retriever.contexts([]) == []
 
 
+def test_retriever_from_a_cards_settings_rebuilds_the_training_blocks(retriever: CandidateRetriever) -> None:
+    rebuilt = CandidateRetriever.from_settings(retriever.memory, retriever.settings())
+    questions = [r.question for r in RECORDS[:4]]
+    assert rebuilt.settings() == retriever.settings() and rebuilt.contexts(questions) == retriever.contexts(
+        questions
+    )
+    # Cards written before a setting existed: the defaults of the time (5 + 5 candidates, 8 words).
+    assert CandidateRetriever.from_settings(retriever.memory, None).settings() == {
+        "k_entities": 5,
+        "k_relations": 5,
+        "max_n": 3,
+        "max_description_words": 8,
+    }
+    labels_only = CandidateRetriever.from_settings(
+        retriever.memory, {**retriever.settings(), "max_description_words": 0}
+    )
+    block = labels_only.context("How many people live in Hamburg?").split("\n")
+    assert block[0] == "Q1055 Hamburg" and all(":" not in line for line in block)
+
+
 def test_tokenizer_round_trips_newlines_and_unicode() -> None:
     from pgmr.generators.seq2seq import keeps_newlines, train_tokenizer
 
@@ -268,7 +288,9 @@ def test_budget_schedule_decays_by_steps_or_by_the_clock_whichever_is_further() 
     schedule = budget_schedule(10, 110, fresh)
     assert schedule(0) == 0.0 and schedule(5) == 0.5
     assert schedule(60) == pytest.approx(0.5, abs=1e-3) and schedule(110) == 0.0
-    half = WallClockBudget(100.0, started=time.monotonic() - 50.0)  # half of the budget spent: the clock decides
+    half = WallClockBudget(
+        100.0, started=time.monotonic() - 50.0
+    )  # half of the budget spent: the clock decides
     schedule = budget_schedule(10, 110, half)
     assert schedule(5) == 0.5  # warmup goes by steps
     assert schedule(11) == pytest.approx(0.5, abs=0.02)  # 1% of the steps, 50% of the time

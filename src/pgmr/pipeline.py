@@ -493,13 +493,8 @@ class Pipeline:
         if generator is not None and generator.mode in RAG_MODES:
             from pgmr.generators.rag import CandidateRetriever
 
-            used = getattr(generator, "card", {}).get("data", {}).get("retriever", {})
-            self._retriever = CandidateRetriever(
-                memory,
-                k_entities=int(used.get("k_entities", 5)),
-                k_relations=int(used.get("k_relations", 5)),
-                max_n=int(used.get("max_n", 3)),
-                max_description_words=used.get("max_description_words", 8),
+            self._retriever = CandidateRetriever.from_settings(
+                memory, getattr(generator, "card", {}).get("data", {}).get("retriever")
             )
 
     @property

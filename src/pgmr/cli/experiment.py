@@ -243,6 +243,14 @@ def lcquad2_unknown_uri(
     max_source_len: int = typer.Option(64, min=8),
     max_target_len: int = typer.Option(160, min=8),
     max_description_words: int = typer.Option(0, help="Description words in pgmr targets (-1: whole)"),
+    rag_max_source_len: int = typer.Option(256, min=8, help="Input tokens of rag and rag-pgmr models"),
+    candidate_description_words: int = typer.Option(
+        8, min=-1, help="rag modes: description words of each candidate in the input (-1: whole)"
+    ),
+    bf16: bool = typer.Option(False, help="bfloat16 mixed precision (as `pgmr train --bf16`)"),
+    anneal_to_budget: bool = typer.Option(
+        False, help="Learning rate reaches 0 at --max-steps or --max-minutes, whichever is first"
+    ),
 ) -> None:
     """Re-split LC-QuAD 2.0 so that no test entity occurs in training, train the models on it (same preset
     and budget each; resumable run dirs under --out), evaluate them on its test part."""
@@ -270,6 +278,12 @@ def lcquad2_unknown_uri(
             max_minutes=max_minutes,
             eval_steps=eval_steps,
             max_eval_examples=max_eval_examples,
+            rag_max_source_len=rag_max_source_len,
+            candidate_description_words=None
+            if candidate_description_words < 0
+            else candidate_description_words,
+            bf16=bf16,
+            anneal_to_budget=anneal_to_budget,
         )
     except ValueError as exc:
         print_error(exc)

@@ -138,13 +138,9 @@ def generate(
     if mode in RAG_MODES:
         from pgmr.generators.rag import CandidateRetriever
 
-        settings_used = card.get("data", {}).get("retriever", {})
-        retriever = CandidateRetriever(
+        retriever = CandidateRetriever.from_settings(
             memory,  # type: ignore[arg-type]
-            k_entities=int(settings_used.get("k_entities", 5)),
-            k_relations=int(settings_used.get("k_relations", 5)),
-            max_n=int(settings_used.get("max_n", 3)),
-            max_description_words=settings_used.get("max_description_words", 8),
+            card.get("data", {}).get("retriever"),
         )
         console.print("retrieving candidates")
         contexts = retriever.contexts([r["question"] for r in rows])

@@ -53,6 +53,12 @@ def train(
     memory_dir: Path | None = MEMORY_OPTION,
     k_entities: int = typer.Option(5, min=0, help="rag modes: entity candidates per question"),
     k_relations: int = typer.Option(5, min=0, help="rag modes: relation candidates per question"),
+    candidate_description_words: int = typer.Option(
+        8,
+        min=-1,
+        help="rag modes: words of each candidate's description in the input (0 drops them: inputs about "
+        "half as long; -1 keeps them whole)",
+    ),
     max_minutes: float | None = typer.Option(
         None, min=0.001, help="Wall budget: stop (evaluate, save) past it"
     ),
@@ -132,7 +138,10 @@ def train(
     if mode in RAG_MODES:
         memory_path = memory_dir or default_memory_dir()
         candidates = CandidateRetriever(
-            open_memory(memory_path), k_entities=k_entities, k_relations=k_relations
+            open_memory(memory_path),
+            k_entities=k_entities,
+            k_relations=k_relations,
+            max_description_words=None if candidate_description_words < 0 else candidate_description_words,
         )
         data_info["retriever"] = {"memory": str(memory_path), **candidates.settings()}
         # Kept in the run directory: a resumed run (or a retry after a crash) does not retrieve again.

@@ -371,14 +371,7 @@ def rag_contexts(card: Mapping[str, Any], memory: Memory, questions: Sequence[st
     """Candidate blocks retrieved with the settings the model was trained with (as `pgmr generate`)."""
     from pgmr.generators.rag import CandidateRetriever
 
-    used = card.get("data", {}).get("retriever", {})
-    retriever = CandidateRetriever(
-        memory,
-        k_entities=int(used.get("k_entities", 5)),
-        k_relations=int(used.get("k_relations", 5)),
-        max_n=int(used.get("max_n", 3)),
-        max_description_words=used.get("max_description_words", 8),
-    )
+    retriever = CandidateRetriever.from_settings(memory, card.get("data", {}).get("retriever"))
     with status(f"retrieving candidates for {len(questions)} questions"):
         return retriever.contexts(list(questions))
 

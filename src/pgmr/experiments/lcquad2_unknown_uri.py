@@ -33,6 +33,7 @@ from pgmr.experiments.common import (
     systems_table,
     write_experiment,
 )
+from pgmr.generators.base import RAG_MODES
 
 NAME = "lcquad2-unknown-uri"
 TITLE = "LC-QuAD 2.0, unknown-URI split: no test entity occurs in training"
@@ -66,6 +67,11 @@ class UnknownUriOptions:
     max_eval_examples: int = 300
     k_entities: int = 5
     k_relations: int = 5
+    candidate_description_words: int | None = 8
+    # RAG inputs carry the candidate block beside the question: at 64 tokens it would be cut to a few lines.
+    rag_max_source_len: int = 256
+    bf16: bool = False
+    anneal_to_budget: bool = False
 
     def __post_init__(self) -> None:
         if not self.modes:
@@ -215,9 +221,12 @@ def _train(
         "max_description_words": options.max_description_words,
         "validation_share": options.validation_share,
     }
-    if mode in ("rag", "rag-pgmr"):
+    if mode in RAG_MODES:
         candidates = CandidateRetriever(
-            ws.memory, k_entities=options.k_entities, k_relations=options.k_relations
+            ws.memory,
+            k_entities=options.k_entities,
+            k_relations=options.k_relations,
+            max_description_words=options.candidate_description_words,
         )
         data_info["retriever"] = {"memory": str(ws.settings.memory_dir or "default"), **candidates.settings()}
         # Cached in the run directory, as `pgmr train` does: a resumed call does not retrieve again.
@@ -245,7 +254,7 @@ def _train(
         config = TrainConfig(
             preset=options.preset,
             vocab_size=options.vocab_size,
-            max_source_len=options.max_source_len,
+            max_source_len=options.rag_max_source_len if mode in RAG_MODES else options.max_source_len,
             max_target_len=options.max_target_len,
             batch_size=options.batch_size,
             learning_rate=options.learning_rate,
@@ -256,6 +265,8 @@ def _train(
             epochs=options.epochs,
             max_steps=options.max_steps,
             max_minutes=options.max_minutes,
+            anneal_to_budget=options.anneal_to_budget,
+            bf16=options.bf16,
             eval_steps=options.eval_steps,
             max_eval_examples=options.max_eval_examples,
             progress=ws.settings.progress,

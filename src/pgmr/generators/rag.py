@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,6 +80,20 @@ class CandidateRetriever:
         self.max_description_words = max_description_words
         # Questions per search call: all their n-grams are embedded at once, which bounds memory use.
         self.chunk_size = chunk_size
+
+    @classmethod
+    def from_settings(cls, memory: Memory, settings: Mapping[str, Any] | None) -> CandidateRetriever:
+        """The retriever a RAG model was trained with, from the `retriever` settings its card records
+        (defaults where a setting is missing, as in cards written before it existed)."""
+        used = settings or {}
+        words = used.get("max_description_words", 8)
+        return cls(
+            memory,
+            k_entities=int(used.get("k_entities", 5)),
+            k_relations=int(used.get("k_relations", 5)),
+            max_n=int(used.get("max_n", 3)),
+            max_description_words=None if words is None else int(words),
+        )
 
     def candidates(self, questions: Sequence[str]) -> list[list[Candidate]]:
         """Per question: its top entities (best first), then its top relations (best first)."""
