@@ -46,24 +46,21 @@ def batches(
     out = []
     for start in range(0, len(window), batch_size):
         chunk = window[start : start + batch_size]
-        src = source_tok(
-            [e.source for e in chunk],
-            padding=True,
-            truncation=True,
-            max_length=max_source,
-            return_tensors="pt",
-        )
-        tgt = target_tok(
-            [e.target for e in chunk],
-            padding=True,
-            truncation=True,
-            max_length=max_target,
-            return_tensors="pt",
-        )
+        src = _tokenize(source_tok, [e.source for e in chunk], max_source)
+        tgt = _tokenize(target_tok, [e.target for e in chunk], max_target)
         labels = tgt["input_ids"].masked_fill(tgt["attention_mask"] == 0, -100)
         out.append({"input_ids": src["input_ids"], "attention_mask": src["attention_mask"], "labels": labels})
     rng.shuffle(out)
     return out
+
+
+def _tokenize(tokenizer, texts: list[str], max_length: int):
+    return tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+
+
+def _precision(bf16: bool):
+    """What `pgmr train --bf16` does on a CPU: bfloat16 autocast around the forward pass."""
+    return torch.autocast(device_type="cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 
 def run_steps(model, optimizer, batch_list, bf16: bool) -> list[float]:
@@ -71,10 +68,7 @@ def run_steps(model, optimizer, batch_list, bf16: bool) -> list[float]:
     model.train()
     for batch in batch_list:
         started = time.perf_counter()
-        context = (
-            torch.autocast(device_type="cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-        )
-        with context:
+        with _precision(bf16):
             loss = model(**batch).loss
         loss.backward()
         optimizer.step()
@@ -123,10 +117,7 @@ def main() -> None:
     first_loss = {}
     with torch.no_grad():
         for name, bf16 in variants.items():
-            ctx = (
-                torch.autocast(device_type="cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-            )
-            with ctx:
+            with _precision(bf16):
                 first_loss[name] = float(models[name](**data[0]).loss)
     timed: dict[str, list[float]] = {name: [] for name in variants}
     for name, bf16 in variants.items():
