@@ -569,7 +569,7 @@ def train_seq2seq(
         disable_tqdm=not config.progress,
         bf16=config.bf16,
         # Without an accelerator the Trainer refuses bf16 unless told it runs on the CPU; with use_cpu it
-        # autocasts to bfloat16 there (1.57x faster steps on AVX512-BF16 cores: bench/train_step_speed.py).
+        # autocasts to bfloat16 there (AVX512-BF16 cores: 1.57x in bench/train_step_speed.py, ~1.2x in a full run).
         use_cpu=config.bf16 and not _has_accelerator(),
         dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
