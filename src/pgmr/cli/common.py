@@ -55,6 +55,11 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
             bar.advance(task)
 
 
+def word_limit(words: int) -> int | None:
+    """A words-per-description option: a negative value means whole descriptions (None)."""
+    return None if words < 0 else words
+
+
 def print_error(message: object) -> None:
     """An error line; the message is escaped, since user text may hold [brackets] rich would read as markup."""
     from rich.markup import escape

@@ -11,7 +11,7 @@ import typer
 from rich.markdown import Markdown
 from rich.table import Table
 
-from pgmr.cli.common import Settings, console, out, print_error
+from pgmr.cli.common import Settings, console, out, print_error, word_limit
 from pgmr.experiments import (
     DEFAULT_OUT_ROOT,
     DEFAULT_PUBLISHED_DIR,
@@ -264,7 +264,7 @@ def lcquad2_unknown_uri(
             seed=seed,
             train=train,
             train_limit=train_limit,
-            max_description_words=None if max_description_words < 0 else max_description_words,
+            max_description_words=word_limit(max_description_words),
             preset=preset,
             vocab_size=vocab_size,
             max_source_len=max_source_len,
@@ -279,9 +279,7 @@ def lcquad2_unknown_uri(
             eval_steps=eval_steps,
             max_eval_examples=max_eval_examples,
             rag_max_source_len=rag_max_source_len,
-            candidate_description_words=None
-            if candidate_description_words < 0
-            else candidate_description_words,
+            candidate_description_words=word_limit(candidate_description_words),
             bf16=bf16,
             anneal_to_budget=anneal_to_budget,
         )

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from pgmr.cli.common import Settings, console, out, print_error, progress_bar, track
+from pgmr.cli.common import Settings, console, out, print_error, progress_bar, track, word_limit
 from pgmr.cli.memory import MEMORY_OPTION, open_memory
 from pgmr.config import default_memory_dir
 from pgmr.conversion import ConversionSummary, convert_records
@@ -125,7 +125,7 @@ def train(
             f"{len(val_records)} for validation; use more data or another --validation-share"
         )
         raise typer.Exit(2)
-    words = None if max_description_words < 0 else max_description_words
+    words = word_limit(max_description_words)
     retriever: CandidateRetriever | ContextCache | None = None
     data_info: dict[str, Any] = {
         "datasets": [train_data],
@@ -141,7 +141,7 @@ def train(
             open_memory(memory_path),
             k_entities=k_entities,
             k_relations=k_relations,
-            max_description_words=None if candidate_description_words < 0 else candidate_description_words,
+            max_description_words=word_limit(candidate_description_words),
         )
         data_info["retriever"] = {"memory": str(memory_path), **candidates.settings()}
         # Kept in the run directory: a resumed run (or a retry after a crash) does not retrieve again.

@@ -373,16 +373,11 @@ class WallClockBudget(TrainerCallback):
         self.stopped = False
 
     def _over(self, args: Any) -> bool:
-        over = time.monotonic() - self.started >= self.seconds
-        # Ranks must agree, or the ones that go on would wait forever in a collective operation.
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            flag = torch.tensor([1.0 if over else 0.0], device=args.device)
-            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-            over = bool(flag.item())
-        return over
+        return self.fraction(args.device) >= 1.0
 
     def fraction(self, device: Any = "cpu") -> float:
-        """Share of the budget spent (0..1); the largest over ranks, so that every rank gets one learning rate."""
+        """Share of the budget spent (0..1), the largest over ranks: every rank gets one learning rate, and all
+        stop together (ranks that went on would wait forever in a collective operation)."""
         spent = min(1.0, (time.monotonic() - self.started) / self.seconds)
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             value = torch.tensor([spent], device=device)
