@@ -386,3 +386,34 @@ def test_packed_model_generates_what_the_full_model_generates(trained, tmp_path:
     (tmp_path / "packed" / PACKING_FILE).write_text(json.dumps(packing))
     with pytest.raises(PackingError, match="missing"):
         Seq2SeqGenerator.load(tmp_path / "packed")
+
+
+def test_retriever_embeds_each_ngram_once_across_calls(encoder) -> None:  # type: ignore[no-untyped-def]
+    from pgmr.memory import Memory
+
+    class Counting:
+        """The real encoder, counting the texts it is asked to embed."""
+
+        def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
+            self.inner, self.texts = inner, 0
+
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(self.inner, name)
+
+        def encode(self, texts, **kwargs):  # type: ignore[no-untyped-def]
+            self.texts += len(texts)
+            return self.inner.encode(texts, **kwargs)
+
+    counting = Counting(encoder)
+    memory = Memory.build_in_memory(CATALOG, counting, progress=False)
+    cached = CandidateRetriever(memory, k_entities=2, k_relations=2, chunk_size=2)
+    uncached = CandidateRetriever(memory, k_entities=2, k_relations=2, chunk_size=2, cache_size=0)
+    questions = [r.question for r in RECORDS[:6]]
+    grams = {g for q in questions for g in question_ngrams(q)}
+    counting.texts = 0
+    first = cached.contexts(questions)
+    assert counting.texts == len(grams)  # chunks of 2 questions share n-grams: each is embedded once
+    assert cached.contexts(questions[::-1]) == first[::-1] and counting.texts == len(grams)
+    assert uncached.contexts(questions) == first and counting.texts > 2 * len(grams)
+    tiny = CandidateRetriever(memory, k_entities=2, k_relations=2, cache_size=3)
+    assert tiny.contexts(questions) == first and len(tiny._hits) <= 3  # a full cache is emptied, not grown

@@ -63,6 +63,13 @@ PREDICTIONS_OPTION = typer.Option(
     "generated.jsonl or `pgmr generate` output)",
 )
 SEED_OPTION = typer.Option(0, help="Seed of the random draws")
+KEEP_FROM_OPTION = typer.Option(
+    None,
+    "--keep-from",
+    help="An earlier run of this experiment (its metrics.json or directory, e.g. docs/results/NAME): each "
+    "system this run does not evaluate (no model, no chat server) keeps that run's results, marked with its "
+    "date and command. It must have scored the same questions.",
+)
 
 # Options never written into the recorded command.
 _SECRET = {"api_key"}
@@ -107,6 +114,7 @@ def _workspace(
     relation_copy_bias: float | None = None,
     entity_threshold: float = 0.0,
     relation_threshold: float = 0.0,
+    keep_from: Path | None = None,
 ) -> Any:
     from pgmr.experiments.common import ExperimentError, ExperimentSettings, Workspace, parse_models
 
@@ -132,6 +140,7 @@ def _workspace(
             relation_copy_bias=relation_copy_bias,
             entity_threshold=entity_threshold,
             relation_threshold=relation_threshold,
+            keep_from=keep_from,
             command=_command(ctx),
         )
     )
@@ -186,6 +195,7 @@ def lcquad2_original(
     relation_copy_bias: float | None = RELATION_COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
+    keep_from: Path | None = KEEP_FROM_OPTION,
 ) -> None:
     """Direct vs RAG vs PGMR (and rag-pgmr when given) on LC-QuAD 2.0 test, beside the paper's Table 1."""
     from pgmr.experiments import lcquad2_original as experiment
@@ -205,6 +215,7 @@ def lcquad2_original(
         relation_copy_bias=relation_copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
+        keep_from=keep_from,
     )
     _execute(experiment.NAME, ws, lambda: experiment.run(ws))
 
@@ -320,6 +331,7 @@ def qald10(
     relation_copy_bias: float | None = RELATION_COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
+    keep_from: Path | None = KEEP_FROM_OPTION,
     store: str | None = typer.Option(
         None,
         help="Where answers are executed: endpoint URL, store dir or .nt/.ttl (default: the data dir's kg)",
@@ -362,6 +374,7 @@ def qald10(
         relation_copy_bias=relation_copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
+        keep_from=keep_from,
     )
     _execute(experiment.NAME, ws, lambda: experiment.run(ws, store=store, timeout=timeout, chat=chat))
 

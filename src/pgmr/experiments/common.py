@@ -8,6 +8,7 @@ written to metrics.json) and `tables(doc) -> str` (markdown tables of a metrics 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -103,6 +104,9 @@ class ExperimentSettings:
     relation_threshold: float = 0.0
     command: str = ""
     progress: bool = True
+    # An earlier run of the same experiment (its metrics.json or directory): systems this run cannot
+    # evaluate keep that run's results (`carry_over`).
+    keep_from: Path | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +123,7 @@ class ExperimentSettings:
             "relation_copy_bias": self.relation_copy_bias,
             "entity_threshold": self.entity_threshold,
             "relation_threshold": self.relation_threshold,
+            "keep_from": str(self.keep_from) if self.keep_from else None,
         }
 
 
@@ -662,6 +667,69 @@ def run_system(
     return system_result(result, **spec.describe(), **timings)
 
 
+# --- results kept from an earlier run ----------------------------------------------------------------------
+
+
+def earlier_run(ws: Workspace, experiment: str) -> dict[str, Any] | None:
+    """The metrics document `--keep-from` names (a metrics.json or the directory holding one), checked to be
+    a run of `experiment`; None without `--keep-from`. Read before any generation, so a bad path costs
+    nothing."""
+    path = ws.settings.keep_from
+    if path is None:
+        return None
+    file = path / "metrics.json" if path.is_dir() else path
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ExperimentError(
+            f"--keep-from {path}: cannot read an experiment's metrics.json ({exc})"
+        ) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("systems"), dict):
+        raise ExperimentError(f"--keep-from {file}: not an experiment's metrics.json (no systems)")
+    if doc.get("experiment") != experiment:
+        raise ExperimentError(
+            f"--keep-from {file} is a run of {doc.get('experiment')!r}, not of {experiment!r}"
+        )
+    return doc
+
+
+def check_comparable(earlier: Mapping[str, Any] | None, settings: Mapping[str, Any]) -> None:
+    """An earlier run's rows are only comparable when it scored the same questions the same way: each of
+    `settings` (dataset, question count, store...) must equal the earlier run's."""
+    if earlier is None:
+        return
+    before = earlier.get("settings") or {}
+    for key, value in settings.items():
+        if before.get(key) != value:
+            raise ExperimentError(
+                f"--keep-from: the earlier run ({earlier.get('started_at')}) has {key}={before.get(key)!r}, "
+                f"this run {key}={value!r}; its rows would not be comparable"
+            )
+
+
+def carry_over(
+    systems: Mapping[str, dict[str, Any]], earlier: Mapping[str, Any] | None
+) -> dict[str, dict[str, Any]]:
+    """`systems` where each one this run could not evaluate (missing model, no chat server) but the earlier
+    run did keeps the earlier result, marked `carried_from` with that run's time and command (the first run's,
+    when it was itself carried). What this run evaluated is never replaced."""
+    if earlier is None:
+        return dict(systems)
+    before: Mapping[str, Any] = earlier.get("systems") or {}
+    out: dict[str, dict[str, Any]] = {}
+    for name, entry in systems.items():
+        old = before.get(name)
+        if entry.get("status") != "ok" and isinstance(old, dict) and old.get("status") == "ok":
+            source = {"started_at": earlier.get("started_at"), "command": earlier.get("command")}
+            out[name] = {**old, "carried_from": old.get("carried_from") or source}
+            note(
+                f"[yellow]{name}: not evaluated in this run; kept from the run of {source['started_at']}[/yellow]"
+            )
+        else:
+            out[name] = entry
+    return out
+
+
 # --- sub-memories -----------------------------------------------------------------------------------------
 
 
@@ -798,7 +866,7 @@ def systems_table(
             cells = [
                 num(overall.get(key)) if kind == "bleu" else pct(overall.get(key)) for key, _, kind in columns
             ]
-            rows.append([f"{name} (this run)", str(overall.get("n", "-")), *cells])
+            rows.append([f"{name} ({run_label(entry)})", str(overall.get("n", "-")), *cells])
         counterpart = PAPER_COUNTERPART.get(name)
         if paper and counterpart:
             ref = PAPER_TABLE1[counterpart]
@@ -814,11 +882,26 @@ def systems_table(
     return md_table(header, rows)
 
 
+def run_label(entry: Mapping[str, Any]) -> str:
+    """ "this run", or "run <when>" for a result kept from an earlier run."""
+    carried = entry.get("carried_from")
+    if not carried:
+        return "this run"
+    return f"run {str(carried.get('started_at') or '?')[:16].replace('T', ' ')}"
+
+
 def system_notes(systems: Mapping[str, Mapping[str, Any]]) -> str:
-    """Why a system has no numbers: the missing model and the command that makes it, or the note."""
+    """Why a system has no numbers (the missing model and the command that makes it, or the note), and which
+    rows were kept from an earlier run."""
     lines = []
     for name, entry in systems.items():
-        if entry.get("status") == "missing":
+        carried = entry.get("carried_from")
+        if carried:
+            lines.append(
+                f"- {name}: not re-run here; kept from the run of {carried.get('started_at')} "
+                f"(`{carried.get('command') or 'command not recorded'}`)"
+            )
+        elif entry.get("status") == "missing":
             lines.append(
                 f"- {name}: no model at `{entry.get('model')}`; make it with `{entry.get('train_command')}`"
             )

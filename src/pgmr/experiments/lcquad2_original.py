@@ -10,6 +10,9 @@ from pgmr.experiments.common import (
     SYSTEMS_NOTE,
     ExperimentError,
     Workspace,
+    carry_over,
+    check_comparable,
+    earlier_run,
     fmt_decoding,
     metrics_document,
     millions,
@@ -40,12 +43,15 @@ def run(ws: Workspace) -> dict[str, Any]:
     records = ws.load_test(DATASET)
     if not records:
         raise ExperimentError(f"{DATASET} has no records")
+    earlier = earlier_run(ws, NAME)
+    check_comparable(earlier, {"dataset": DATASET, "questions": len(records)})
     catalog = ws.catalog
     if needs_memory(specs):
         ws.memory  # noqa: B018 (load it now: a missing memory fails before any generation)
     systems: dict[str, dict[str, Any]] = {}
     for spec in specs:
         systems[spec.name] = run_system(ws, spec, records, experiment=NAME, dataset=DATASET, catalog=catalog)
+    systems = carry_over(systems, earlier)
     doc = metrics_document(
         ws, NAME, TITLE, settings={"dataset": DATASET, "questions": len(records)}, systems=systems
     )

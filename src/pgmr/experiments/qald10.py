@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pgmr.experiments.common import (
     SYSTEMS_NOTE,
     ExperimentError,
     Workspace,
+    carry_over,
+    check_comparable,
+    earlier_run,
     metrics_document,
     needs_memory,
     note,
@@ -73,10 +77,20 @@ def run(
     records = ws.load_test(DATASET)
     if not records:
         raise ExperimentError(f"{DATASET} has no records")
+    earlier = earlier_run(ws, NAME)
+    check_comparable(earlier, {"dataset": DATASET, "questions": len(records)})
     catalog = ws.catalog
     if needs_memory(specs):
         ws.memory  # noqa: B018 (load it now: a missing memory fails before any generation)
     store_spec = store or str(default_kg_file(settings.data_dir))
+    # Answer scores depend on the store: compare its file name or URL's last part, not the whole path, since
+    # the same graph sits in another directory on another machine.
+    before = ((earlier or {}).get("settings") or {}).get("store")
+    if earlier is not None and Path(str(before)).name != Path(store_spec).name:
+        raise ExperimentError(
+            f"--keep-from: the earlier run executed answers on {before}, this run on {store_spec}; "
+            "its answer scores would not be comparable"
+        )
     try:
         sparql_store = open_store(store_spec, timeout=timeout)
     except (StoreError, OSError, ValueError) as exc:
@@ -97,6 +111,7 @@ def run(
         systems[CHAT] = _chat(ws, chat, records, sparql_store, timeout, catalog)
     finally:
         sparql_store.close()
+    systems = carry_over(systems, earlier)
     doc = metrics_document(
         ws,
         NAME,
