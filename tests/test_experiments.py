@@ -236,6 +236,56 @@ def test_lcquad2_original_compares_systems_with_the_paper(original_run: Path, da
     assert (original_run / "lcquad2-original.png").read_bytes().startswith(PNG)
 
 
+def test_keep_from_carries_an_earlier_runs_rows_for_systems_not_run_here(
+    original_run: Path, data_dir: Path, memory_dir: Path, models: dict[str, Path], tmp_path: Path
+) -> None:
+    """Only pgmr is given: direct keeps the earlier run's result, marked with its date; rag, missing then
+    too, stays missing; the earlier run must have scored the same questions."""
+    earlier = _metrics(original_run)
+    args = ["--limit", "10", "--memory", str(memory_dir), "--max-new-tokens", "12"]
+    args += ["--models", f"pgmr={models['pgmr']}"]
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)  # no default direct or rag model here
+        out = tmp_path / "again"
+        result = _invoke(
+            data_dir, "lcquad2-original", "--out", str(out), *args, "--keep-from", str(original_run)
+        )
+        assert result.exit_code == 0, result.output
+        doc = _metrics(out)
+        direct = doc["systems"]["direct"]
+        assert direct["overall"] == earlier["systems"]["direct"]["overall"]
+        assert direct["carried_from"] == {"started_at": earlier["started_at"], "command": earlier["command"]}
+        assert doc["systems"]["rag"]["status"] == "missing"
+        assert doc["systems"]["pgmr"]["status"] == "ok" and "carried_from" not in doc["systems"]["pgmr"]
+        assert not (out / "direct").exists()  # nothing was generated for it
+        report = (out / "report.md").read_text()
+        when = earlier["started_at"][:16].replace("T", " ")
+        assert f"| direct (run {when}) |" in report and "| pgmr (this run) |" in report
+        assert f"direct: not re-run here; kept from the run of {earlier['started_at']}" in report
+        # Kept again from the second run: the row still names the run that computed it.
+        third = tmp_path / "third"
+        result = _invoke(data_dir, "lcquad2-original", "--out", str(third), *args, "--keep-from", str(out))
+        assert result.exit_code == 0, result.output
+        assert _metrics(third)["systems"]["direct"]["carried_from"]["started_at"] == earlier["started_at"]
+        # Other questions, another experiment, or no metrics at all: a clear error before any generation.
+        bad = tmp_path / "bad"
+        other = [*args[2:], "--limit", "5"]
+        result = _invoke(data_dir, "lcquad2-original", "--out", str(bad), *other, "--keep-from", str(out))
+        assert (
+            result.exit_code == 2 and "questions=10" in result.output and "not be comparable" in result.output
+        )
+        (tmp_path / "q.json").write_text(json.dumps({**earlier, "experiment": "qald10"}))
+        result = _invoke(
+            data_dir, "lcquad2-original", "--out", str(bad), *args, "--keep-from", str(tmp_path / "q.json")
+        )
+        assert result.exit_code == 2 and "a run of 'qald10'" in " ".join(result.output.split())
+        result = _invoke(data_dir, "lcquad2-original", "--out", str(bad), *args, "--keep-from", str(cwd))
+        assert result.exit_code == 2 and "cannot read" in " ".join(result.output.split())
+        assert not bad.exists()
+
+
 def test_bad_model_overrides_and_memory_are_clear_errors(
     data_dir: Path, memory_dir: Path, models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
