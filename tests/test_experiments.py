@@ -248,7 +248,7 @@ def test_keep_from_carries_an_earlier_runs_rows_for_systems_not_run_here(
     cwd.mkdir()
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(cwd)  # no default direct or rag model here
-        out = tmp_path / "again"
+        out = tmp_path / "again" / "lcquad2-original"
         result = _invoke(
             data_dir, "lcquad2-original", "--out", str(out), *args, "--keep-from", str(original_run)
         )
@@ -264,6 +264,15 @@ def test_keep_from_carries_an_earlier_runs_rows_for_systems_not_run_here(
         when = earlier["started_at"][:16].replace("T", " ")
         assert f"| direct (run {when}) |" in report and "| pgmr (this run) |" in report
         assert f"direct: not re-run here; kept from the run of {earlier['started_at']}" in report
+        result = runner.invoke(
+            app,
+            ["experiment", "results-doc", "--experiments-dir", str(out.parent), "--published"]
+            + [str(tmp_path / "published"), "--out", str(tmp_path / "results.md")],
+        )
+        assert result.exit_code == 0, result.output
+        text = (tmp_path / "results.md").read_text()
+        assert f"quick run (--limit 10); direct kept from {earlier['started_at']}" in text
+        assert "were timed in that run, not in this total" in text
         # Kept again from the second run: the row still names the run that computed it.
         third = tmp_path / "third"
         result = _invoke(data_dir, "lcquad2-original", "--out", str(third), *args, "--keep-from", str(out))

@@ -155,6 +155,8 @@ def total_wall_time(docs: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
         if entry.get("train_wall_seconds")
     }
     line = f"Total wall time of the published runs: {fmt_seconds(total)}."
+    if any(e.get("carried_from") for doc in ran for e in (doc.get("systems") or {}).values()):
+        line += " Rows kept from an earlier run (`--keep-from`) were timed in that run, not in this total."
     if trained:
         line += (
             f" Training the {len(trained)} models they evaluate took {fmt_seconds(sum(trained.values()))} of wall "
@@ -241,10 +243,16 @@ def results_document(
             overview.append([name, "not run", "-", "-", info.summary])
         else:
             limit = doc.get("settings", {}).get("limit")
+            kept = [
+                f"{system} kept from {entry['carried_from'].get('started_at')}"
+                for system, entry in (doc.get("systems") or {}).items()
+                if entry.get("carried_from")
+            ]
             overview.append(
                 [
                     name,
-                    "quick run (--limit " + str(limit) + ")" if limit else "full run",
+                    ("quick run (--limit " + str(limit) + ")" if limit else "full run")
+                    + "".join(f"; {k}" for k in kept),
                     doc.get("started_at", "?"),
                     fmt_seconds(doc.get("wall_seconds")),
                     info.summary,
