@@ -368,6 +368,22 @@ def test_unknown_uri_trains_and_evaluates_on_held_out_entities(
     entry = _metrics(fresh)["systems"]["pgmr"]
     assert entry["status"] == "missing" and "lcquad2-unknown-uri" in entry["train_command"]
 
+    # Run for one mode only, keeping the rest from the first run: both rows and their training records come
+    # along, marked; the same split is required.
+    kept = tmp_path / "kept"
+    again = ["lcquad2-unknown-uri", "--out", str(kept), "--memory", str(memory_dir), "--no-train"]
+    again += ["--modes", "direct", "--limit", "5", "--keep-from", str(out)]
+    result = _invoke(data_dir, *again, "--test-share", "0.2")
+    assert result.exit_code == 0, result.output
+    kept_doc = _metrics(kept)
+    assert list(kept_doc["systems"]) == ["pgmr", "direct"]
+    for mode in ("pgmr", "direct"):
+        assert kept_doc["systems"][mode]["overall"] == doc["systems"][mode]["overall"]
+        assert kept_doc["systems"][mode]["carried_from"]["started_at"] == doc["started_at"]
+        assert kept_doc["training"][mode] == doc["training"][mode]
+    result = _invoke(data_dir, *again, "--test-share", "0.3")
+    assert result.exit_code == 2 and "another split" in " ".join(result.output.split())
+
 
 def test_qald10_scores_answers_on_the_store(
     data_dir: Path, memory_dir: Path, models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch

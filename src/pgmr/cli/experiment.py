@@ -234,6 +234,7 @@ def lcquad2_unknown_uri(
     relation_copy_bias: float | None = RELATION_COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
+    keep_from: Path | None = KEEP_FROM_OPTION,
     modes: str = typer.Option("pgmr,direct", help="Modes to train and evaluate: pgmr, direct, rag, rag-pgmr"),
     train: bool = typer.Option(True, "--train/--no-train", help="Train (or resume) before evaluating"),
     test_share: float = typer.Option(0.1, min=0.001, max=0.999, help="Test share of the pooled records"),
@@ -312,6 +313,7 @@ def lcquad2_unknown_uri(
         relation_copy_bias=relation_copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
+        keep_from=keep_from,
     )
     _execute(experiment.NAME, ws, lambda: experiment.run(ws, options))
 

@@ -708,24 +708,28 @@ def check_comparable(earlier: Mapping[str, Any] | None, settings: Mapping[str, A
 
 
 def carry_over(
-    systems: Mapping[str, dict[str, Any]], earlier: Mapping[str, Any] | None
+    systems: Mapping[str, dict[str, Any]], earlier: Mapping[str, Any] | None, *, add_missing: bool = False
 ) -> dict[str, dict[str, Any]]:
     """`systems` where each one this run could not evaluate (missing model, no chat server) but the earlier
     run did keeps the earlier result, marked `carried_from` with that run's time and command (the first run's,
-    when it was itself carried). What this run evaluated is never replaced."""
+    when it was itself carried). What this run evaluated is never replaced. With `add_missing`, systems the
+    earlier run evaluated and this run did not try at all (an experiment run for some modes only) are kept
+    too, first, in the earlier run's order."""
     if earlier is None:
         return dict(systems)
     before: Mapping[str, Any] = earlier.get("systems") or {}
+    source = {"started_at": earlier.get("started_at"), "command": earlier.get("command")}
+    names = [*(n for n in before if add_missing and n not in systems), *systems]
     out: dict[str, dict[str, Any]] = {}
-    for name, entry in systems.items():
+    for name in names:
+        entry = systems.get(name, {"status": "not run"})
         old = before.get(name)
         if entry.get("status") != "ok" and isinstance(old, dict) and old.get("status") == "ok":
-            source = {"started_at": earlier.get("started_at"), "command": earlier.get("command")}
             out[name] = {**old, "carried_from": old.get("carried_from") or source}
             note(
                 f"[yellow]{name}: not evaluated in this run; kept from the run of {source['started_at']}[/yellow]"
             )
-        else:
+        elif name in systems:
             out[name] = entry
     return out
 

@@ -10,6 +10,7 @@ from all of LC-QuAD train, which holds many of this split's test questions.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,6 +21,9 @@ from pgmr.experiments.common import (
     ExperimentError,
     SystemSpec,
     Workspace,
+    carry_over,
+    check_comparable,
+    earlier_run,
     fmt_seconds,
     md_table,
     metrics_document,
@@ -142,6 +146,13 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
         test_records = test_records[: ws.settings.limit]
     if not test_records:
         raise ExperimentError("the unknown-URI split has no test records")
+    earlier = earlier_run(ws, NAME)
+    check_comparable(earlier, {"questions": len(test_records)})
+    if earlier is not None and earlier.get("split") != json.loads(json.dumps(dict(split.stats))):
+        raise ExperimentError(
+            f"--keep-from: the earlier run ({earlier.get('started_at')}) built another split (other --seed, "
+            "--test-share or --test-size, or other data); its rows would not be comparable"
+        )
     pool = list(split.train[: options.train_limit] if options.train_limit else split.train)
     train_part, validation_part = split_train_validation(pool, options.validation_share)
     if options.train and (not train_part or not validation_part):
@@ -170,6 +181,13 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
             resolver=resolver,
             catalog=ws.catalog,
         )
+    kept = carry_over(systems, earlier, add_missing=True)
+    earlier_training = (earlier or {}).get("training") or {}
+    for mode, entry in kept.items():
+        # A kept row's training record comes with it (steps and time for the comparison table).
+        if entry.get("carried_from") and mode not in training and mode in earlier_training:
+            training[mode] = earlier_training[mode]
+    systems = kept
     doc = metrics_document(
         ws,
         NAME,
