@@ -896,7 +896,7 @@ def systems_table(
 
 
 def run_label(entry: Mapping[str, Any]) -> str:
-    """ "this run", or "run <when>" for a result kept from an earlier run."""
+    """A row's label: 'this run', or 'run <when>' for a result kept from an earlier run."""
     carried = entry.get("carried_from")
     if not carried:
         return "this run"
