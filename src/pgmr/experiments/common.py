@@ -679,10 +679,11 @@ def run_system(
 # --- results kept from an earlier run ----------------------------------------------------------------------
 
 
-def earlier_run(ws: Workspace, experiment: str) -> dict[str, Any] | None:
-    """The metrics document `--keep-from` names (a metrics.json or the directory holding one), checked to be
-    a run of `experiment`; None without `--keep-from`. Read before any generation, so a bad path costs
-    nothing."""
+def earlier_run(ws: Workspace, experiment: str, *, same: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The metrics document `--keep-from` names (a metrics.json or the directory holding one); None without
+    `--keep-from`. It must be a run of `experiment` that scored the same questions the same way: each of
+    `same` (dataset, question count...) must equal its settings, or its rows would not be comparable. Read
+    before any generation, so a bad path costs nothing."""
     path = ws.settings.keep_from
     if path is None:
         return None
@@ -699,21 +700,14 @@ def earlier_run(ws: Workspace, experiment: str) -> dict[str, Any] | None:
         raise ExperimentError(
             f"--keep-from {file} is a run of {doc.get('experiment')!r}, not of {experiment!r}"
         )
-    return doc
-
-
-def check_comparable(earlier: Mapping[str, Any] | None, settings: Mapping[str, Any]) -> None:
-    """An earlier run's rows are only comparable when it scored the same questions the same way: each of
-    `settings` (dataset, question count, store...) must equal the earlier run's."""
-    if earlier is None:
-        return
-    before = earlier.get("settings") or {}
-    for key, value in settings.items():
+    before = doc.get("settings") or {}
+    for key, value in same.items():
         if before.get(key) != value:
             raise ExperimentError(
-                f"--keep-from: the earlier run ({earlier.get('started_at')}) has {key}={before.get(key)!r}, "
+                f"--keep-from: the earlier run ({doc.get('started_at')}) has {key}={before.get(key)!r}, "
                 f"this run {key}={value!r}; its rows would not be comparable"
             )
+    return doc
 
 
 def carry_over(

@@ -22,7 +22,6 @@ from pgmr.experiments.common import (
     SystemSpec,
     Workspace,
     carry_over,
-    check_comparable,
     earlier_run,
     fmt_seconds,
     md_table,
@@ -146,8 +145,7 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
         test_records = test_records[: ws.settings.limit]
     if not test_records:
         raise ExperimentError("the unknown-URI split has no test records")
-    earlier = earlier_run(ws, NAME)
-    check_comparable(earlier, {"questions": len(test_records)})
+    earlier = earlier_run(ws, NAME, same={"questions": len(test_records)})
     if earlier is not None and earlier.get("split") != json.loads(json.dumps(dict(split.stats))):
         raise ExperimentError(
             f"--keep-from: the earlier run ({earlier.get('started_at')}) built another split (other --seed, "

@@ -18,7 +18,6 @@ from pgmr.experiments.common import (
     ExperimentError,
     Workspace,
     carry_over,
-    check_comparable,
     earlier_run,
     metrics_document,
     needs_memory,
@@ -77,8 +76,7 @@ def run(
     records = ws.load_test(DATASET)
     if not records:
         raise ExperimentError(f"{DATASET} has no records")
-    earlier = earlier_run(ws, NAME)
-    check_comparable(earlier, {"dataset": DATASET, "questions": len(records)})
+    earlier = earlier_run(ws, NAME, same={"dataset": DATASET, "questions": len(records)})
     catalog = ws.catalog
     if needs_memory(specs):
         ws.memory  # noqa: B018 (load it now: a missing memory fails before any generation)
