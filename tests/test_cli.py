@@ -178,3 +178,23 @@ def test_demo_runs_on_the_data_dir_and_builds_its_memory(data_dir: Path, tmp_pat
     assert [r["matches_gold"] for r in rows[:2]] == [True, True]
     assert rows[-1]["status"] == "refused"
     assert (memory / "manifest.json").is_file()
+
+
+def test_python_dash_m_runs_the_cli_from_a_source_tree(tmp_path: Path) -> None:
+    """`python -m pgmr` with only src/ on the path (how scripts/device/train.sh runs it on a GPU machine)."""
+    import os
+    import subprocess
+    import sys
+
+    src = Path(__file__).resolve().parent.parent / "src"
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pgmr", "train", "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Usage: pgmr train" in done.stdout and "--base" in done.stdout

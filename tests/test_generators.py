@@ -347,6 +347,46 @@ def test_warm_started_preset_trains_resumes_and_generates(tmp_path: Path) -> Non
     assert resumed.resumed_from is not None and resumed.global_step == 3
 
 
+def test_a_trained_model_is_a_base_to_go_on_from(tmp_path: Path) -> None:
+    """`--base` accepts a model `pgmr train` wrote, packed too (how the default ships): training goes on from its
+    weights with its two tokenizers, and resumes like any run."""
+    import torch
+
+    from pgmr.generators.seq2seq import Seq2SeqGenerator, TrainConfig, train_seq2seq
+    from pgmr.generators.seq2seq.model import SOURCE_TOKENIZER_DIR
+    from pgmr.generators.seq2seq.packing import load_packed, pack_model_dir
+
+    examples = build_examples(RECORDS, "pgmr", max_description_words=2)
+    config = TrainConfig(
+        max_steps=2, encoder_learning_rate=1e-3, **{**TINY, "preset": "minilm-tiny", "vocab_size": 400}
+    )  # type: ignore[arg-type]
+    first = train_seq2seq(examples[:12], examples[12:], tmp_path / "first", config)
+    pack_model_dir(first.model_dir, tmp_path / "packed")
+    # Learning rate 0: the continued model must be the base itself, weight for weight, not a fresh preset.
+    still = replace(config, base=str(tmp_path / "packed"), learning_rate=0.0, encoder_learning_rate=0.0)
+    out = tmp_path / "continued"
+    result = train_seq2seq(examples[:12], examples[12:], out, replace(still, max_steps=1))
+    assert (out / SOURCE_TOKENIZER_DIR / "tokenizer.json").is_file()
+    assert (result.model_dir / SOURCE_TOKENIZER_DIR / "tokenizer.json").is_file()
+    card = json.loads((result.model_dir / "model_card.json").read_text())
+    assert card["model"] == {**card["model"], "base": str(tmp_path / "packed")}
+    base_state = load_packed(tmp_path / "packed").state_dict()
+    continued = Seq2SeqGenerator.load(result.model_dir, max_new_tokens=6)
+    for name, tensor in continued.model.state_dict().items():
+        assert torch.equal(tensor, base_state[name]), name
+    questions = ["How many people live in Paris?", "Is France a human?"]
+    packed = Seq2SeqGenerator.load(tmp_path / "packed", max_new_tokens=6)
+    assert continued.generate(questions) == packed.generate(questions)
+    resumed = train_seq2seq(examples[:12], examples[12:], out, replace(still, max_steps=2))
+    assert resumed.resumed_from is not None and Path(resumed.resumed_from).name == "checkpoint-1"
+    # With a learning rate the weights move away from the base.
+    moved = train_seq2seq(
+        examples[:12], examples[12:], tmp_path / "moved", replace(still, learning_rate=1e-2)
+    )
+    weights = Seq2SeqGenerator.load(moved.model_dir).model.state_dict()
+    assert any(not torch.equal(weights[n], base_state[n]) for n in weights if n.startswith("decoder."))
+
+
 def test_decoder_embeddings_start_from_the_encoder_embeddings() -> None:
     """A target token's embedding is the mean of the encoder's WordPiece embeddings of the same text."""
     import torch

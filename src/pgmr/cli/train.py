@@ -34,8 +34,9 @@ def train(
     ),
     base: str | None = typer.Option(
         None,
-        help="Start from a checkpoint directory (or hub name) instead of a preset: seq2seq (T5, BART) or "
-        "decoder-only (Llama, SmolLM2, Qwen; see --lora-r)",
+        help="Start from a checkpoint directory (or hub name) instead of a preset: seq2seq (T5, BART, or a "
+        "model `pgmr train` wrote, packed too, e.g. models/pgmr-default) or decoder-only (Llama, SmolLM2, "
+        "Qwen; see --lora-r)",
     ),
     train_data: str = typer.Option(
         "lcquad2-train", "--train", help=f"Training dataset: a file or one of {', '.join(NAMED_DATASETS)}"

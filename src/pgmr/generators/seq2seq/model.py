@@ -147,14 +147,23 @@ def build_model(preset: str, tokenizer: PreTrainedTokenizerBase) -> PreTrainedMo
     return T5ForConditionalGeneration(preset_config(preset, tokenizer))
 
 
-def load_base(base: str, *, need_newlines: bool = True) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """A seq2seq checkpoint and its own tokenizer: a local directory, or a hub name when online.
+def load_base(
+    base: str, *, need_newlines: bool = True
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerBase | None]:
+    """A seq2seq checkpoint, its own tokenizer and, where it has one, its separate source tokenizer: a local
+    directory, or a hub name when online.
 
-    SentencePiece tokenizers (T5's among them) drop newlines; the mapping block needs them, so "\\n" is added as
-    a token (and the embeddings resized) when `need_newlines` and the tokenizer loses it.
+    A model trained by `pgmr train` (packed or not) is a base too: training goes on from its weights with its
+    tokenizers, e.g. to continue the shipped default on a GPU or on more data. SentencePiece tokenizers (T5's
+    among them) drop newlines; the mapping block needs them, so "\\n" is added as a token (and the
+    embeddings resized) when `need_newlines` and the tokenizer loses it.
     """
+    from pgmr.generators.seq2seq.packing import is_packed, load_packed
+
     tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForSeq2SeqLM.from_pretrained(base)
+    model = load_packed(base) if is_packed(base) else AutoModelForSeq2SeqLM.from_pretrained(base)
+    source_dir = Path(base) / SOURCE_TOKENIZER_DIR
+    source_tokenizer = AutoTokenizer.from_pretrained(source_dir) if source_dir.is_dir() else None
     if need_newlines and not keeps_newlines(tokenizer):
         from tokenizers import AddedToken
 
@@ -166,7 +175,7 @@ def load_base(base: str, *, need_newlines: bool = True) -> tuple[PreTrainedModel
             )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer
+    return model, tokenizer, source_tokenizer
 
 
 def count_parameters(model: Any) -> int:

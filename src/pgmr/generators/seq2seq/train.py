@@ -507,15 +507,14 @@ def train_seq2seq(
         if source_dir.is_dir():
             source_tokenizer = AutoTokenizer.from_pretrained(source_dir)
     elif config.base:
-        model, tokenizer = load_base(config.base, need_newlines=mode in PGMR_MODES)
+        model, tokenizer, source_tokenizer = load_base(config.base, need_newlines=mode in PGMR_MODES)
+        if source_tokenizer is not None:
+            _save_source_tokenizer(source_tokenizer, source_dir)
     elif is_encoder_decoder_preset(config.preset):
         source_tokenizer = source_tokenizer_for(config.preset)
         tokenizer = train_tokenizer([e.target for e in train_examples], vocab_size=config.vocab_size)
         model = build_encoder_decoder(config.preset, source_tokenizer, tokenizer)
-        tmp = out_dir / f".{SOURCE_TOKENIZER_DIR}.partial"
-        shutil.rmtree(tmp, ignore_errors=True)
-        source_tokenizer.save_pretrained(tmp)
-        replace_dir(tmp, source_dir)
+        _save_source_tokenizer(source_tokenizer, source_dir)
     else:
         texts = [t for e in train_examples for t in (e.source, e.target)]
         tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size)
@@ -656,6 +655,14 @@ def train_seq2seq(
         metrics=metrics,
         card=card,
     )
+
+
+def _save_source_tokenizer(source_tokenizer: PreTrainedTokenizerBase, source_dir: Path) -> None:
+    """Kept in the run dir (atomically): a resumed run reads sources with the same tokenizer."""
+    tmp = source_dir.parent / f".{source_dir.name}.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    source_tokenizer.save_pretrained(tmp)
+    replace_dir(tmp, source_dir)
 
 
 def _trainable(model: Any) -> int:
