@@ -27,7 +27,6 @@ export PYTHONUNBUFFERED=1
 tar -xJf "$KIT/data.tar.xz" -C "$WORK/data"
 "$PYTHON" -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '', '| transformers', transformers.__version__)" | tee "$OUT/train.log"
 # The default's recipe (docs/generators.md), a new schedule from its weights; batch 64 for the GPU.
-set -o pipefail
 "$PYTHON" -m pgmr --data-dir "$WORK/data" train --mode pgmr -o "$WORK/run" --base models/pgmr-default \
   --max-description-words 0 --max-source-len 64 --max-target-len 160 \
   --batch-size 64 --lr 5e-4 --encoder-lr 5e-5 --warmup-steps 200 \
