@@ -30,7 +30,8 @@ def train(
     preset: str = typer.Option(
         "small",
         help="Model preset: from-scratch T5 tiny | small | base, a MiniLM-encoder model "
-        "minilm-tiny | minilm | minilm-3l, or a from-scratch decoder-only llama-tiny | llama-small",
+        "minilm-tiny | minilm | minilm-3l, a from-scratch decoder-only llama-tiny | llama-small, or "
+        "structured (pgmr mode: a query template plus slot values read off one MiniLM pass; the default's)",
     ),
     base: str | None = typer.Option(
         None,
@@ -100,6 +101,13 @@ def train(
     group_by_length: bool = typer.Option(
         True, help="Batch examples of similar source + target length (less padding, faster steps)"
     ),
+    paraphrases: bool = typer.Option(
+        True, help="structured: also train on each record's paraphrased question (LC-QuAD 2.0)"
+    ),
+    encoder_layers: int | None = typer.Option(
+        None, min=1, help="structured: keep only the first N pretrained encoder layers (tests)"
+    ),
+    weight_decay: float = typer.Option(0.01, min=0.0, help="structured: AdamW weight decay"),
     progress: bool = typer.Option(True, help="Progress bars"),
 ) -> None:
     """Train a seq2seq generator; resumes from the last checkpoint in --out when there is one."""
@@ -126,6 +134,39 @@ def train(
             f"{len(val_records)} for validation; use more data or another --validation-share"
         )
         raise typer.Exit(2)
+    if preset == "structured":
+        if mode != "pgmr" or base is not None:
+            console.print("[red]error:[/red] --preset structured trains --mode pgmr, without --base")
+            raise typer.Exit(2)
+        from pgmr.cli.train_structured import train_structured_cli
+
+        options = {
+            "max_steps": max_steps or 8000,
+            "batch_size": batch_size,
+            "learning_rate": learning_rate,
+            "encoder_learning_rate": encoder_learning_rate if encoder_learning_rate is not None else 1e-4,
+            "warmup_steps": warmup_steps,
+            "weight_decay": weight_decay,
+            "eval_steps": eval_steps,
+            "max_eval_examples": max_eval_examples,
+            "max_minutes": max_minutes,
+            "max_source_len": min(max_source_len, 128),
+            "encoder_layers": encoder_layers,
+            "bf16": bf16,
+            "seed": seed,
+            "paraphrases": paraphrases,
+        }
+        data_info = {
+            "datasets": [train_data],
+            "records_in": summary.records_in,
+            "converted": summary.converted,
+            "skipped": dict(summary.skipped),
+            "validation_share": validation_share,
+        }
+        train_structured_cli(
+            train_records, val_records, catalog, out_dir, options=options, data_info=data_info
+        )
+        return
     words = word_limit(max_description_words)
     retriever: CandidateRetriever | ContextCache | None = None
     data_info: dict[str, Any] = {
@@ -224,11 +265,16 @@ def pack(
     out_dir: Path = typer.Option(..., "--out", "-o", help="Where the packed model dir is written"),
 ) -> None:
     """Store a trained seq2seq model with int8 weights (about a quarter of the size), e.g. to commit it."""
-    from pgmr.generators.seq2seq.card import ModelCardError, resolve_model_dir
+    from pgmr.generators.seq2seq.card import ModelCardError, read_model_card, resolve_model_dir
     from pgmr.generators.seq2seq.packing import pack_model_dir
 
     try:
-        info = pack_model_dir(resolve_model_dir(model_dir), out_dir)
+        if read_model_card(model_dir).get("backend") == "structured":
+            from pgmr.generators.structured.store import pack_structured
+
+            info = pack_structured(resolve_model_dir(model_dir), out_dir)
+        else:
+            info = pack_model_dir(resolve_model_dir(model_dir), out_dir)
     except (ModelCardError, OSError) as exc:
         print_error(exc)
         raise typer.Exit(2) from None

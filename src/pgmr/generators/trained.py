@@ -16,15 +16,22 @@ def load_trained(
     copy_bias: float | None = None,
     relation_copy_bias: float | None = None,
 ) -> Generator:
-    """A `Seq2SeqGenerator` or a `CausalGenerator` (card `backend`: "seq2seq", the default, or "causal").
+    """A `Seq2SeqGenerator`, a `CausalGenerator` or a `StructuredGenerator` (card `backend`: "seq2seq", the
+    default, "causal" or "structured"; beams and copy bias do not apply to the structured backend).
 
     Raises ModelCardError (a ValueError) for a directory without a readable card, OSError for missing weights.
     """
     from pgmr.generators.seq2seq.card import ModelCardError, read_model_card
 
     backend = read_model_card(path).get("backend", "seq2seq")
-    if backend not in ("seq2seq", "causal"):
-        raise ModelCardError(f"{path}: unknown generator backend {backend!r} (expected seq2seq or causal)")
+    if backend not in ("seq2seq", "causal", "structured"):
+        raise ModelCardError(
+            f"{path}: unknown generator backend {backend!r} (expected seq2seq, causal or structured)"
+        )
+    if backend == "structured":
+        from pgmr.generators.structured.generator import StructuredGenerator
+
+        return StructuredGenerator.load(path, device)
     from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
 
     loader = Seq2SeqGenerator

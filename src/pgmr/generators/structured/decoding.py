@@ -1,0 +1,175 @@
+"""Questions -> tensors, and model outputs -> frames -> SPARQL-PGMR text with a confidence per placeholder."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from pgmr.generators.structured.frames import (
+    Span,
+    literal_marks,
+    normalize_question,
+    placeholder_counts,
+    render_template,
+)
+from pgmr.generators.structured.model import Outputs, best_spans
+from pgmr.generators.structured.targets import Vocabulary
+from pgmr.query.model import IntermediateQuery, Placeholder
+
+
+@dataclass(frozen=True)
+class Encoded:
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    span_starts: torch.Tensor  # (B, L) bool: a token may begin a span (it begins a word)
+    span_ends: torch.Tensor  # (B, L) bool: a token may end a span (it ends a word)
+    offsets: list[list[tuple[int, int]]]  # per question, per token: character offsets ((0, 0): special)
+    questions: list[str]
+
+
+def encode_questions(
+    tokenizer: PreTrainedTokenizerBase, questions: Sequence[str], max_length: int
+) -> Encoded:
+    normalized = [normalize_question(q) for q in questions]
+    batch = tokenizer(
+        normalized,
+        padding=True,
+        truncation=True,
+        max_length=max_length,
+        return_offsets_mapping=True,
+        return_tensors="pt",
+    )
+    offsets = [[(int(a), int(b)) for a, b in row] for row in batch["offset_mapping"].tolist()]
+    starts = torch.zeros(batch["input_ids"].shape, dtype=torch.bool)
+    ends = torch.zeros_like(starts)
+    for b in range(len(normalized)):
+        words = batch.word_ids(b)
+        for i, word in enumerate(words):
+            if word is None:
+                continue
+            starts[b, i] = i == 0 or words[i - 1] != word
+            ends[b, i] = i + 1 >= len(words) or words[i + 1] != word
+    return Encoded(batch["input_ids"], batch["attention_mask"], starts, ends, offsets, normalized)
+
+
+def token_span(offsets: Sequence[tuple[int, int]], span: Span) -> tuple[int, int] | None:
+    """(first, last) token covering the characters of `span`, or None when truncation cut it off."""
+    first = last = None
+    for i, (a, b) in enumerate(offsets):
+        if b <= a:
+            continue
+        if first is None and b > span.start:
+            first = i
+        if a < span.end:
+            last = i
+    if first is None or last is None or last < first or offsets[last][1] < span.end:
+        return None
+    return first, last
+
+
+@dataclass(frozen=True)
+class SlotValue:
+    label: str
+    description: str
+    confidence: float  # the model's probability of this value, given the template
+
+
+@dataclass(frozen=True)
+class Frame:
+    template: str
+    template_confidence: float
+    entities: tuple[SlotValue, ...]
+    relations: tuple[SlotValue, ...]
+    literals: tuple[str, ...]
+    literal_confidences: tuple[float, ...]
+
+    def query(self) -> IntermediateQuery:
+        skeleton = render_template(self.template, self.literals)
+        placeholders = [
+            Placeholder(f"entity{i}", "entity", v.label, v.description) for i, v in enumerate(self.entities)
+        ] + [
+            Placeholder(f"relation{i}", "relation", v.label, v.description)
+            for i, v in enumerate(self.relations)
+        ]
+        return IntermediateQuery(skeleton, tuple(placeholders))
+
+    def confidences(self) -> dict[str, float]:
+        """Per placeholder, the probability of its value times the template's (what a refusal rule reads)."""
+        out = {f"entity{i}": v.confidence * self.template_confidence for i, v in enumerate(self.entities)}
+        out.update(
+            {f"relation{i}": v.confidence * self.template_confidence for i, v in enumerate(self.relations)}
+        )
+        return out
+
+
+def _span_text(question: str, offsets: Sequence[tuple[int, int]], first: int, last: int) -> str:
+    return question[offsets[first][0] : offsets[last][1]].strip()
+
+
+def decode_frames(
+    outputs: Outputs, templates: torch.Tensor, encoded: Encoded, vocab: Vocabulary, max_span_tokens: int
+) -> list[Frame]:
+    """One frame per question for the given template indexes (the argmax, or a reranker's choice)."""
+    template_probs = outputs.template.float().softmax(-1)
+    ent_first, ent_last, ent_score = best_spans(
+        outputs.entity_start.float(), outputs.entity_end.float(), max_span_tokens
+    )
+    lit_first, lit_last, lit_score = best_spans(
+        outputs.literal_start.float(), outputs.literal_end.float(), max_span_tokens
+    )
+    choice_probs = outputs.entity_choice.float().softmax(-1)
+    relation_logp = outputs.relation.float().log_softmax(-1)
+    frames = []
+    for b, question in enumerate(encoded.questions):
+        t = int(templates[b])
+        template = vocab.templates[t]
+        n_entities, n_relations = placeholder_counts(template)
+        offsets = encoded.offsets[b]
+        entities = []
+        used: set[str] = set()
+        for e in range(n_entities):
+            probs = choice_probs[b, e]
+            k = int(probs.argmax())
+            if k == 0:
+                label = _span_text(question, offsets, int(ent_first[b, e]), int(ent_last[b, e]))
+                conf = float(probs[0]) * math.exp(float(ent_score[b, e]))
+                entities.append(SlotValue(label or question, "", conf))
+            else:
+                c = vocab.fallbacks[k - 1]
+                entities.append(SlotValue(c.label, c.description, float(probs[k])))
+            used.add(entities[-1].label)
+        relations = []
+        taken: set[int] = set()
+        for r in range(n_relations):
+            # The same property is one placeholder: a template's relation slots are distinct properties.
+            scores = relation_logp[b, r].clone()
+            if taken:
+                scores[list(taken)] = float("-inf")
+            k = int(scores.argmax())
+            taken.add(k)
+            c = vocab.relations[k]
+            relations.append(SlotValue(c.label, c.description, math.exp(float(scores[k]))))
+        literals = []
+        literal_conf = []
+        for index, _ in literal_marks(template):
+            if index >= lit_first.shape[1]:
+                literals.append("")
+                literal_conf.append(0.0)
+                continue
+            literals.append(_span_text(question, offsets, int(lit_first[b, index]), int(lit_last[b, index])))
+            literal_conf.append(math.exp(float(lit_score[b, index])))
+        frames.append(
+            Frame(
+                template,
+                float(template_probs[b, t]),
+                tuple(entities),
+                tuple(relations),
+                tuple(literals),
+                tuple(literal_conf),
+            )
+        )
+    return frames

@@ -1,0 +1,72 @@
+"""`StructuredGenerator`: the `Generator` seam over a structured model directory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pgmr.generators.base import check_generate_inputs, generate_in_length_order
+from pgmr.generators.structured.decoding import Frame, decode_frames, encode_questions
+from pgmr.generators.structured.store import load_model
+
+
+class StructuredGenerator:
+    """Writes SPARQL-PGMR from a predicted template and slot values; `frames` also gives the confidences."""
+
+    mode = "pgmr"
+
+    def __init__(
+        self, model: Any, tokenizer: Any, vocab: Any, card: dict[str, Any], device: str = "cpu"
+    ) -> None:
+        self.model = model.to(device)
+        self.tokenizer = tokenizer
+        self.vocab = vocab
+        self.card = card
+        self.device = device
+        self.max_source_len = int(card.get("config", {}).get("max_source_len", 64))
+
+    @classmethod
+    def load(cls, path: Path | str, device: str = "cpu", **_decoding: Any) -> StructuredGenerator:
+        """Decoding options of the seq2seq backends (beams, copy bias) do not apply and are ignored."""
+        from pgmr.generators.seq2seq.card import resolve_model_dir
+
+        model, tokenizer, vocab, card = load_model(resolve_model_dir(path))
+        return cls(model, tokenizer, vocab, card, device)
+
+    @torch.no_grad()
+    def _frames(self, questions: Sequence[str]) -> list[Frame]:
+        enc = encode_questions(self.tokenizer, questions, self.max_source_len)
+        out = self.model(
+            enc.input_ids.to(self.device),
+            enc.attention_mask.to(self.device),
+            enc.span_starts.to(self.device),
+            enc.span_ends.to(self.device),
+        )
+        return decode_frames(
+            out, out.template.argmax(-1).cpu(), enc, self.vocab, self.model.heads.max_span_tokens
+        )
+
+    def frames(self, questions: Sequence[str], *, batch_size: int = 16) -> list[Frame]:
+        check_generate_inputs(self.mode, questions, None, batch_size)
+        items = list(questions)
+        results: dict[int, Frame] = {}
+
+        def run(batch: list[int]) -> list[str]:
+            for i, frame in zip(batch, self._frames([items[i] for i in batch]), strict=True):
+                results[i] = frame
+            return [""] * len(batch)
+
+        generate_in_length_order(items, batch_size, run, len)
+        return [results[i] for i in range(len(items))]
+
+    def generate(
+        self, questions: Sequence[str], *, contexts: Sequence[str] | None = None, batch_size: int = 16
+    ) -> list[str]:
+        return [frame.query().to_text() for frame in self.frames(questions, batch_size=batch_size)]
+
+    def confidences(self, questions: Sequence[str], *, batch_size: int = 16) -> list[dict[str, float]]:
+        """Per question, each placeholder's probability under the model (its value's times the template's)."""
+        return [frame.confidences() for frame in self.frames(questions, batch_size=batch_size)]

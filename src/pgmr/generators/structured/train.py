@@ -1,0 +1,407 @@
+"""Training the structured generator: a plain PyTorch loop, resumable from any checkpoint.
+
+Every `eval_steps` the run validates (template, slot and whole-frame accuracy with predicted templates,
+i.e. what generation writes), keeps the best model, and writes `checkpoint.pt` atomically (weights,
+optimizer, schedule position, data position, random state), so an interruption at any point loses at most
+`eval_steps` steps and a rerun of the same command continues where the checkpoint left off.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from pgmr.generators.structured.decoding import decode_frames, encode_questions, token_span
+from pgmr.generators.structured.frames import apply_transform
+from pgmr.generators.structured.model import HeadConfig, StructuredModel
+from pgmr.generators.structured.store import load_encoder, save_model
+from pgmr.generators.structured.targets import FrameTarget, Vocabulary, canonical_templates
+
+log = logging.getLogger(__name__)
+IGNORE = -100
+CHECKPOINT = "checkpoint.pt"
+Progress = Callable[[int, int, dict[str, float]], None]
+
+
+@dataclass(frozen=True)
+class StructuredTrainConfig:
+    max_steps: int = 8000
+    batch_size: int = 32
+    learning_rate: float = 1e-3  # heads
+    encoder_learning_rate: float = 1e-4
+    warmup_steps: int = 300
+    weight_decay: float = 0.01
+    eval_steps: int = 500
+    max_eval_examples: int = 600
+    max_minutes: float | None = None
+    max_source_len: int = 64
+    encoder_layers: int | None = None  # keep only the first N pretrained layers (tests: 1)
+    slot_layers: int = 2
+    bf16: bool = False
+    seed: int = 42
+    min_fallback: int = 3
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1 or self.batch_size < 1 or self.eval_steps < 1:
+            raise ValueError("max_steps, batch_size and eval_steps must be positive")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Batch:
+    tensors: dict[str, torch.Tensor]
+    targets: list[FrameTarget] = field(default_factory=list)
+
+
+def features(
+    targets: Sequence[FrameTarget], vocab: Vocabulary, tokenizer: Any, max_len: int, canonical: dict[str, str]
+) -> Batch:
+    enc = encode_questions(tokenizer, [t.question for t in targets], max_len)
+    n = enc.input_ids.shape[0]
+    E, R, K = vocab.entity_slots, vocab.relation_slots, vocab.literal_slots
+    template = torch.full((n,), IGNORE, dtype=torch.long)
+    e_start = torch.full((n, E), IGNORE, dtype=torch.long)
+    e_end = torch.full((n, E), IGNORE, dtype=torch.long)
+    e_choice = torch.full((n, E), IGNORE, dtype=torch.long)
+    rel = torch.full((n, R), IGNORE, dtype=torch.long)
+    l_start = torch.full((n, K), IGNORE, dtype=torch.long)
+    l_end = torch.full((n, K), IGNORE, dtype=torch.long)
+    cond = torch.zeros((n,), dtype=torch.long)
+    for i, t in enumerate(targets):
+        index = vocab.template(canonical.get(t.template, t.template))
+        if index is not None:
+            template[i] = index
+            cond[i] = index
+        for e, (span, wid) in enumerate(zip(t.entity_spans, t.entity_ids, strict=True)):
+            if e >= E:
+                break
+            tokens = token_span(enc.offsets[i], span) if span is not None else None
+            if tokens is not None:
+                e_start[i, e], e_end[i, e] = tokens
+                e_choice[i, e] = 0
+            elif (k := vocab.fallback(wid)) is not None:
+                e_choice[i, e] = 1 + k
+        for r, wid in enumerate(t.relation_ids[:R]):
+            if (k := vocab.relation(wid)) is not None:
+                rel[i, r] = k
+        for k_, slot in enumerate(t.literals[:K]):
+            tokens = token_span(enc.offsets[i], slot.span)
+            if tokens is not None:
+                l_start[i, k_], l_end[i, k_] = tokens
+    tensors = {
+        "input_ids": enc.input_ids,
+        "attention_mask": enc.attention_mask,
+        "span_starts": enc.span_starts,
+        "span_ends": enc.span_ends,
+        "template": template,
+        "condition": cond,
+        "entity_start": e_start,
+        "entity_end": e_end,
+        "entity_choice": e_choice,
+        "relation": rel,
+        "literal_start": l_start,
+        "literal_end": l_end,
+    }
+    return Batch(tensors, list(targets))
+
+
+def loss_of(model: StructuredModel, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+    x = batch.tensors
+    hidden = model.encode(x["input_ids"], x["attention_mask"])
+    template_logits = model.template_logits(hidden, x["attention_mask"])
+    outs = model.slot_outputs(hidden, x["attention_mask"], x["condition"], (x["span_starts"], x["span_ends"]))
+    ce = nn.functional.cross_entropy
+    parts = {"template": ce(template_logits.float(), x["template"], ignore_index=IGNORE)}
+    names = ("entity_start", "entity_end", "entity_choice", "relation", "literal_start", "literal_end")
+    for name, logits in zip(names, outs, strict=True):
+        target = x[name]
+        if (target != IGNORE).any():
+            parts[name] = ce(logits.float().flatten(0, 1), target.flatten(), ignore_index=IGNORE)
+    total = sum(parts.values())
+    return total, {k: float(v.detach()) for k, v in parts.items()}  # type: ignore[return-value]
+
+
+def _literal_texts(target: FrameTarget) -> list[str]:
+    return [apply_transform(s.span.text(target.question), s.transform) for s in target.literals]
+
+
+@torch.no_grad()
+def evaluate(
+    model: StructuredModel,
+    vocab: Vocabulary,
+    tokenizer: Any,
+    targets: Sequence[FrameTarget],
+    config: StructuredTrainConfig,
+    canonical: dict[str, str],
+) -> dict[str, float]:
+    """Component and whole-frame accuracy of what generation writes (predicted templates), on `targets`."""
+    model.eval()
+    counts = dict.fromkeys(
+        ("template", "entity", "entity_n", "relation", "relation_n", "literal", "literal_n", "frame"), 0
+    )
+    for start in range(0, len(targets), 64):
+        chunk = list(targets[start : start + 64])
+        enc = encode_questions(tokenizer, [t.question for t in chunk], config.max_source_len)
+        out = model(enc.input_ids, enc.attention_mask, enc.span_starts, enc.span_ends)
+        frames = decode_frames(out, out.template.argmax(-1), enc, vocab, model.heads.max_span_tokens)
+        for t, f in zip(chunk, frames, strict=True):
+            gold_template = canonical.get(t.template, t.template)
+            ok_template = f.template == gold_template
+            ok_entities = ok_template
+            for e, (span, wid) in enumerate(zip(t.entity_spans, t.entity_ids, strict=True)):
+                k = vocab.fallback(wid)
+                gold = (
+                    span.text(t.question)
+                    if span is not None
+                    else (vocab.fallbacks[k].label if k is not None else None)
+                )
+                hit = ok_template and e < len(f.entities) and f.entities[e].label == gold
+                counts["entity"] += hit
+                ok_entities &= hit
+            counts["entity_n"] += len(t.entity_ids)
+            ok_relations = ok_template
+            for r, wid in enumerate(t.relation_ids):
+                k = vocab.relation(wid)
+                hit = (
+                    ok_template
+                    and k is not None
+                    and r < len(f.relations)
+                    and f.relations[r].label == vocab.relations[k].label
+                )
+                counts["relation"] += hit
+                ok_relations &= hit
+            counts["relation_n"] += len(t.relation_ids)
+            gold_literals = _literal_texts(t)
+            got = [apply_transform(x, tr) for x, (_, tr) in zip(f.literals, _marks(f.template), strict=False)]
+            ok_literals = ok_template and got == gold_literals
+            counts["literal"] += sum(ok_template and a == b for a, b in zip(got, gold_literals, strict=False))
+            counts["literal_n"] += len(gold_literals)
+            counts["template"] += ok_template
+            counts["frame"] += ok_template and ok_entities and ok_relations and ok_literals
+    model.train()
+    n = max(len(targets), 1)
+    return {
+        "template_accuracy": counts["template"] / n,
+        "entity_accuracy": counts["entity"] / max(counts["entity_n"], 1),
+        "relation_accuracy": counts["relation"] / max(counts["relation_n"], 1),
+        "literal_accuracy": counts["literal"] / max(counts["literal_n"], 1),
+        "frame_exact": counts["frame"] / n,
+    }
+
+
+def _marks(template: str) -> list[tuple[int, str]]:
+    from pgmr.generators.structured.frames import literal_marks
+
+    return literal_marks(template)
+
+
+def relation_embeddings(
+    encoder: nn.Module, tokenizer: Any, labels: Sequence[str], batch_size: int = 256
+) -> torch.Tensor:
+    """Normalised mean-pooled embeddings of the property labels (the relation table's starting rows)."""
+    rows = []
+    encoder.eval()
+    with torch.no_grad():
+        for start in range(0, len(labels), batch_size):
+            enc = tokenizer(
+                list(labels[start : start + batch_size]),
+                padding=True,
+                truncation=True,
+                max_length=32,
+                return_tensors="pt",
+            )
+            hidden = encoder(**enc).last_hidden_state
+            mask = enc["attention_mask"].unsqueeze(-1).float()
+            rows.append(nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1))
+    encoder.train()
+    return torch.cat(rows)
+
+
+def _schedule(config: StructuredTrainConfig) -> Callable[[int], float]:
+    def multiplier(step: int) -> float:
+        if step < config.warmup_steps:
+            return (step + 1) / max(config.warmup_steps, 1)
+        return max(0.0, (config.max_steps - step) / max(config.max_steps - config.warmup_steps, 1))
+
+    return multiplier
+
+
+def _atomic_torch_save(obj: Any, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def train_structured(
+    train: Sequence[FrameTarget],
+    validation: Sequence[FrameTarget],
+    vocab: Vocabulary,
+    out_dir: Path,
+    config: StructuredTrainConfig,
+    *,
+    run_info: dict[str, Any] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Train (or resume) in `out_dir`; the best model ends in `out_dir/model`. Returns the final card."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(config.seed)
+    random.seed(config.seed)
+    canonical = canonical_templates(train)
+    encoder, tokenizer = load_encoder(config.encoder_layers)
+    heads = HeadConfig(
+        templates=len(vocab.templates),
+        relations=len(vocab.relations),
+        fallbacks=len(vocab.fallbacks),
+        entity_slots=vocab.entity_slots,
+        relation_slots=vocab.relation_slots,
+        literal_slots=vocab.literal_slots,
+        slot_layers=config.slot_layers,
+    )
+    model = StructuredModel(encoder.config, heads)
+    model.encoder.load_state_dict(encoder.state_dict())
+    checkpoint_path = out_dir / CHECKPOINT
+    resumed = checkpoint_path.is_file()
+    if not resumed:
+        model.init_relation_table(
+            relation_embeddings(model.encoder, tokenizer, [c.label for c in vocab.relations])
+        )
+    encoder_params = list(model.encoder.parameters())
+    encoder_ids = {id(p) for p in encoder_params}
+    head_params = [p for p in model.parameters() if id(p) not in encoder_ids]
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": encoder_params, "lr": config.encoder_learning_rate},
+            {"params": head_params, "lr": config.learning_rate},
+        ],
+        weight_decay=config.weight_decay,
+    )
+    base_lrs = [config.encoder_learning_rate, config.learning_rate]
+    schedule = _schedule(config)
+    state = {"step": 0, "best": -1.0, "best_step": None, "history": [], "seconds": 0.0}
+    if resumed:
+        saved = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+        if (
+            saved.get("vocab_templates") != len(vocab.templates)
+            or saved.get("config", {}).get("seed") != config.seed
+        ):
+            raise ValueError(f"{checkpoint_path} was written by another run (different data or settings)")
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        state = saved["state"]
+        torch.set_rng_state(saved["torch_rng"])
+        random.setstate(saved["python_rng"])
+        log.info("resumed from step %d", state["step"])
+    vocab.save(out_dir)
+    order: list[int] = []
+    epoch = -1
+
+    def batch_indices(step: int) -> list[int]:
+        nonlocal order, epoch
+        first = step * config.batch_size
+        want_epoch = first // len(train)
+        if want_epoch != epoch:
+            epoch = want_epoch
+            order = list(range(len(train)))
+            random.Random(config.seed * 1000 + epoch).shuffle(order)
+        pos = first % len(train)
+        picked = order[pos : pos + config.batch_size]
+        return picked
+
+    val = list(validation)[: config.max_eval_examples]
+    started = time.monotonic() - state["seconds"]
+    budget = config.max_minutes * 60 if config.max_minutes else None
+    session_start = time.monotonic()
+    model.train()
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16)
+
+    def save_checkpoint() -> None:
+        state["seconds"] = time.monotonic() - started
+        _atomic_torch_save(
+            {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "state": state,
+                "torch_rng": torch.get_rng_state(),
+                "python_rng": random.getstate(),
+                "vocab_templates": len(vocab.templates),
+                "config": config.to_json(),
+            },
+            checkpoint_path,
+        )
+
+    def validate() -> None:
+        metrics = evaluate(model, vocab, tokenizer, val, config, canonical) if val else {"frame_exact": 0.0}
+        metrics["step"] = state["step"]
+        state["history"].append(metrics)
+        log.info("step %d validation %s", state["step"], json.dumps(metrics))
+        if metrics["frame_exact"] > state["best"]:
+            state["best"], state["best_step"] = metrics["frame_exact"], state["step"]
+            save_model(
+                model,
+                tokenizer,
+                vocab,
+                out_dir / "best",
+                card={"validation": metrics, "config": config.to_json()},
+            )
+        save_checkpoint()
+
+    while state["step"] < config.max_steps:
+        if budget is not None and time.monotonic() - session_start >= budget:
+            break
+        step = state["step"]
+        for group, base in zip(optimizer.param_groups, base_lrs, strict=True):
+            group["lr"] = base * schedule(step)
+        batch = features(
+            [train[i] for i in batch_indices(step)], vocab, tokenizer, config.max_source_len, canonical
+        )
+        with autocast:
+            loss, parts = loss_of(model, batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        state["step"] = step + 1
+        if progress:
+            progress(state["step"], config.max_steps, {"loss": float(loss.detach()), **parts})
+        if state["step"] % config.eval_steps == 0 or state["step"] == config.max_steps:
+            validate()
+    if not state["history"] or state["history"][-1]["step"] != state["step"]:
+        validate()
+    best = out_dir / "best"
+    final = out_dir / "model"
+    card = json.loads((best / "model_card.json").read_text(encoding="utf-8"))
+    card.update(
+        {
+            "best_step": state["best_step"],
+            "steps": state["step"],
+            "train_seconds": round(time.monotonic() - started, 1),
+            "history": state["history"],
+            "training_examples": len(train),
+            "validation_examples_evaluated": len(val),
+            **({"run": run_info} if run_info else {}),
+        }
+    )
+    (best / "model_card.json").write_text(json.dumps(card, indent=2), encoding="utf-8")
+    tmp = out_dir / "model.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(best, tmp)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    return card
