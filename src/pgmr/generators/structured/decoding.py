@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,10 +30,14 @@ class Encoded:
     span_ends: torch.Tensor  # (B, L) bool: a token may end a span (it ends a word)
     offsets: list[list[tuple[int, int]]]  # per question, per token: character offsets ((0, 0): special)
     questions: list[str]
+    relation_features: torch.Tensor | None = None  # (B, P, RELATION_FEATURES), see RelationLexicon
 
 
 def encode_questions(
-    tokenizer: PreTrainedTokenizerBase, questions: Sequence[str], max_length: int
+    tokenizer: PreTrainedTokenizerBase,
+    questions: Sequence[str],
+    max_length: int,
+    lexicon: RelationLexicon | None = None,
 ) -> Encoded:
     normalized = [normalize_question(q) for q in questions]
     batch = tokenizer(
@@ -53,7 +58,8 @@ def encode_questions(
                 continue
             starts[b, i] = i == 0 or words[i - 1] != word
             ends[b, i] = i + 1 >= len(words) or words[i + 1] != word
-    return Encoded(batch["input_ids"], batch["attention_mask"], starts, ends, offsets, normalized)
+    features = lexicon.features(normalized) if lexicon is not None else None
+    return Encoded(batch["input_ids"], batch["attention_mask"], starts, ends, offsets, normalized, features)
 
 
 def token_span(offsets: Sequence[tuple[int, int]], span: Span) -> tuple[int, int] | None:
@@ -173,3 +179,42 @@ def decode_frames(
             )
         )
     return frames
+
+
+_WORDS = re.compile(r"\w+")
+RELATION_FEATURES = 3  # label in the question, an alias in the question, label match x its length
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(_WORDS.findall(text.lower()))
+
+
+class RelationLexicon:
+    """Which properties the question names by label or alias: a copy signal for the relation scores.
+
+    LC-QuAD 2.0 asks for thousands of properties by their label ("What is the Lingusphere code for
+    Swahili?"); the table's learned rows alone miss rare ones. A property whose label (or alias) is a word
+    n-gram of the question gets features the model weighs per slot; longer labels count for more.
+    """
+
+    def __init__(self, vocab: Vocabulary, max_words: int = 8) -> None:
+        self.size = len(vocab.relations)
+        self.max_words = max_words
+        self._names: dict[tuple[str, ...], list[tuple[int, int]]] = {}
+        for index, (choice, aliases) in enumerate(zip(vocab.relations, vocab.relation_aliases, strict=True)):
+            for kind, name in [(0, choice.label), *((1, a) for a in aliases)]:
+                words = _words(name)
+                if words and len(words) <= max_words:
+                    self._names.setdefault(words, []).append((index, kind))
+
+    def features(self, questions: Sequence[str]) -> torch.Tensor:
+        out = torch.zeros((len(questions), self.size, RELATION_FEATURES))
+        for b, question in enumerate(questions):
+            words = _words(question)
+            for i in range(len(words)):
+                for j in range(i + 1, min(len(words), i + self.max_words) + 1):
+                    for index, kind in self._names.get(words[i:j], ()):
+                        out[b, index, kind] = 1.0
+                        if kind == 0:
+                            out[b, index, 2] = max(float(out[b, index, 2]), min(j - i, 4) / 4)
+        return out

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from pgmr.generators.base import check_generate_inputs, generate_in_length_order
-from pgmr.generators.structured.decoding import Frame, decode_frames, encode_questions
+from pgmr.generators.structured.decoding import Frame, RelationLexicon, decode_frames, encode_questions
 from pgmr.generators.structured.store import load_model
 
 
@@ -27,6 +27,7 @@ class StructuredGenerator:
         self.card = card
         self.device = device
         self.max_source_len = int(card.get("config", {}).get("max_source_len", 64))
+        self.lexicon = RelationLexicon(vocab)
 
     @classmethod
     def load(cls, path: Path | str, device: str = "cpu", **_decoding: Any) -> StructuredGenerator:
@@ -38,12 +39,15 @@ class StructuredGenerator:
 
     @torch.no_grad()
     def _frames(self, questions: Sequence[str]) -> list[Frame]:
-        enc = encode_questions(self.tokenizer, questions, self.max_source_len)
+        enc = encode_questions(self.tokenizer, questions, self.max_source_len, self.lexicon)
         out = self.model(
             enc.input_ids.to(self.device),
             enc.attention_mask.to(self.device),
             enc.span_starts.to(self.device),
             enc.span_ends.to(self.device),
+            relation_features=enc.relation_features.to(self.device)
+            if enc.relation_features is not None
+            else None,
         )
         return decode_frames(
             out, out.template.argmax(-1).cpu(), enc, self.vocab, self.model.heads.max_span_tokens

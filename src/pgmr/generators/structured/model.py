@@ -73,6 +73,10 @@ class StructuredModel(nn.Module):
         self.relation_table = nn.Parameter(torch.zeros(heads.relations, d))
         self.relation_bias = nn.Parameter(torch.zeros(heads.relations))
         self.relation_scale = nn.Parameter(torch.tensor(20.0))
+        # Weights of the lexical features (label / alias / label length in the question) per relation slot.
+        self.relation_feature_weight = nn.Parameter(
+            torch.tensor([[3.0, 1.5, 1.0]]).repeat(heads.relation_slots, 1)
+        )
 
     def init_relation_table(self, embeddings: torch.Tensor) -> None:
         """Rows from (already normalised) label embeddings of the encoder's own space."""
@@ -97,6 +101,7 @@ class StructuredModel(nn.Module):
         attention_mask: torch.Tensor,
         templates: torch.Tensor,
         span_mask: tuple[torch.Tensor, torch.Tensor],
+        relation_features: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, ...]:
         """Slot logits for the given templates (gold ones in training, predicted ones in generation)."""
         h = self.heads
@@ -117,6 +122,9 @@ class StructuredModel(nn.Module):
         table = nn.functional.normalize(self.relation_table, dim=-1)
         rel_query = nn.functional.normalize(self.relation_query(relation), dim=-1)
         relation_logits = self.relation_scale * rel_query @ table.T + self.relation_bias
+        if relation_features is not None:
+            weight = self.relation_feature_weight.to(relation_features.dtype)
+            relation_logits = relation_logits + torch.einsum("bpf,rf->brp", relation_features, weight)
         return (
             point(self.start_query(entity), starts),
             point(self.end_query(entity), ends),
@@ -133,11 +141,12 @@ class StructuredModel(nn.Module):
         span_starts: torch.Tensor,
         span_ends: torch.Tensor,
         templates: torch.Tensor | None = None,
+        relation_features: torch.Tensor | None = None,
     ) -> Outputs:
         hidden = self.encode(input_ids, attention_mask)
         template = self.template_logits(hidden, attention_mask)
         chosen = template.argmax(-1) if templates is None else templates
-        slots = self.slot_outputs(hidden, attention_mask, chosen, (span_starts, span_ends))
+        slots = self.slot_outputs(hidden, attention_mask, chosen, (span_starts, span_ends), relation_features)
         return Outputs(template, *slots)
 
 

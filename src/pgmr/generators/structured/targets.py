@@ -43,6 +43,7 @@ class Choice:
 class Vocabulary:
     templates: tuple[str, ...]
     relations: tuple[Choice, ...]  # every property the table scores
+    relation_aliases: tuple[tuple[str, ...], ...]  # per property: its aliases (lexical match feature)
     fallbacks: tuple[Choice, ...]  # entities that questions imply without naming ("human")
     entity_slots: int
     relation_slots: int
@@ -72,6 +73,7 @@ class Vocabulary:
         return {
             "templates": list(self.templates),
             "relations": choices(self.relations),
+            "relation_aliases": [list(a) for a in self.relation_aliases],
             "fallbacks": choices(self.fallbacks),
             "entity_slots": self.entity_slots,
             "relation_slots": self.relation_slots,
@@ -83,6 +85,7 @@ class Vocabulary:
         return cls(
             templates=tuple(data["templates"]),
             relations=tuple(Choice(*row) for row in data["relations"]),
+            relation_aliases=tuple(tuple(a) for a in data["relation_aliases"]),
             fallbacks=tuple(Choice(*row) for row in data["fallbacks"]),
             entity_slots=int(data["entity_slots"]),
             relation_slots=int(data["relation_slots"]),
@@ -176,14 +179,12 @@ def build_vocabulary(
     fallbacks = tuple(
         choice(w) for w, c in sorted(implied.items(), key=lambda x: (-x[1], x[0])) if c >= min_fallback
     )
-    relations = tuple(
-        Choice(e.id, e.label or e.id, e.description or "")
-        for e in sorted(catalog.of_kind("relation"), key=lambda e: e.id)
-        if e.label
-    )
+    properties = [e for e in sorted(catalog.of_kind("relation"), key=lambda e: e.id) if e.label]
+    relations = tuple(Choice(e.id, e.label or e.id, e.description or "") for e in properties)
     return Vocabulary(
         templates=tuple(templates),
         relations=relations,
+        relation_aliases=tuple(e.aliases for e in properties),
         fallbacks=fallbacks,
         entity_slots=max([len(t.entity_ids) for t in targets] + [1]),
         relation_slots=max([len(t.relation_ids) for t in targets] + [1]),

@@ -22,7 +22,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from pgmr.generators.structured.decoding import decode_frames, encode_questions, token_span
+from pgmr.generators.structured.decoding import (
+    RelationLexicon,
+    decode_frames,
+    encode_questions,
+    token_span,
+)
 from pgmr.generators.structured.frames import apply_transform
 from pgmr.generators.structured.model import HeadConfig, StructuredModel
 from pgmr.generators.structured.store import load_encoder, save_model
@@ -67,9 +72,14 @@ class Batch:
 
 
 def features(
-    targets: Sequence[FrameTarget], vocab: Vocabulary, tokenizer: Any, max_len: int, canonical: dict[str, str]
+    targets: Sequence[FrameTarget],
+    vocab: Vocabulary,
+    tokenizer: Any,
+    max_len: int,
+    canonical: dict[str, str],
+    lexicon: RelationLexicon,
 ) -> Batch:
-    enc = encode_questions(tokenizer, [t.question for t in targets], max_len)
+    enc = encode_questions(tokenizer, [t.question for t in targets], max_len, lexicon)
     n = enc.input_ids.shape[0]
     E, R, K = vocab.entity_slots, vocab.relation_slots, vocab.literal_slots
     template = torch.full((n,), IGNORE, dtype=torch.long)
@@ -106,6 +116,7 @@ def features(
         "attention_mask": enc.attention_mask,
         "span_starts": enc.span_starts,
         "span_ends": enc.span_ends,
+        "relation_features": enc.relation_features,
         "template": template,
         "condition": cond,
         "entity_start": e_start,
@@ -122,7 +133,13 @@ def loss_of(model: StructuredModel, batch: Batch) -> tuple[torch.Tensor, dict[st
     x = batch.tensors
     hidden = model.encode(x["input_ids"], x["attention_mask"])
     template_logits = model.template_logits(hidden, x["attention_mask"])
-    outs = model.slot_outputs(hidden, x["attention_mask"], x["condition"], (x["span_starts"], x["span_ends"]))
+    outs = model.slot_outputs(
+        hidden,
+        x["attention_mask"],
+        x["condition"],
+        (x["span_starts"], x["span_ends"]),
+        x["relation_features"],
+    )
     ce = nn.functional.cross_entropy
     parts = {"template": ce(template_logits.float(), x["template"], ignore_index=IGNORE)}
     names = ("entity_start", "entity_end", "entity_choice", "relation", "literal_start", "literal_end")
@@ -146,6 +163,7 @@ def evaluate(
     targets: Sequence[FrameTarget],
     config: StructuredTrainConfig,
     canonical: dict[str, str],
+    lexicon: RelationLexicon,
 ) -> dict[str, float]:
     """Component and whole-frame accuracy of what generation writes (predicted templates), on `targets`."""
     model.eval()
@@ -154,8 +172,14 @@ def evaluate(
     )
     for start in range(0, len(targets), 64):
         chunk = list(targets[start : start + 64])
-        enc = encode_questions(tokenizer, [t.question for t in chunk], config.max_source_len)
-        out = model(enc.input_ids, enc.attention_mask, enc.span_starts, enc.span_ends)
+        enc = encode_questions(tokenizer, [t.question for t in chunk], config.max_source_len, lexicon)
+        out = model(
+            enc.input_ids,
+            enc.attention_mask,
+            enc.span_starts,
+            enc.span_ends,
+            relation_features=enc.relation_features,
+        )
         frames = decode_frames(out, out.template.argmax(-1), enc, vocab, model.heads.max_span_tokens)
         for t, f in zip(chunk, frames, strict=True):
             gold_template = canonical.get(t.template, t.template)
@@ -262,6 +286,7 @@ def train_structured(
     torch.manual_seed(config.seed)
     random.seed(config.seed)
     canonical = canonical_templates(train)
+    lexicon = RelationLexicon(vocab)
     encoder, tokenizer = load_encoder(config.encoder_layers)
     heads = HeadConfig(
         templates=len(vocab.templates),
@@ -345,7 +370,11 @@ def train_structured(
         )
 
     def validate() -> None:
-        metrics = evaluate(model, vocab, tokenizer, val, config, canonical) if val else {"frame_exact": 0.0}
+        metrics = (
+            evaluate(model, vocab, tokenizer, val, config, canonical, lexicon)
+            if val
+            else {"frame_exact": 0.0}
+        )
         metrics["step"] = state["step"]
         state["history"].append(metrics)
         log.info("step %d validation %s", state["step"], json.dumps(metrics))
@@ -367,7 +396,12 @@ def train_structured(
         for group, base in zip(optimizer.param_groups, base_lrs, strict=True):
             group["lr"] = base * schedule(step)
         batch = features(
-            [train[i] for i in batch_indices(step)], vocab, tokenizer, config.max_source_len, canonical
+            [train[i] for i in batch_indices(step)],
+            vocab,
+            tokenizer,
+            config.max_source_len,
+            canonical,
+            lexicon,
         )
         with autocast:
             loss, parts = loss_of(model, batch)
