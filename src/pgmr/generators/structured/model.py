@@ -33,6 +33,8 @@ class HeadConfig:
     literal_slots: int
     slot_layers: int = 2
     max_span_tokens: int = 16
+    # Lexical relation features (RelationLexicon); models written before they existed load without them.
+    lexical_features: bool = False
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -74,9 +76,11 @@ class StructuredModel(nn.Module):
         self.relation_bias = nn.Parameter(torch.zeros(heads.relations))
         self.relation_scale = nn.Parameter(torch.tensor(20.0))
         # Weights of the lexical features (label / alias / label length in the question) per relation slot.
-        self.relation_feature_weight = nn.Parameter(
-            torch.tensor([[3.0, 1.5, 1.0]]).repeat(heads.relation_slots, 1)
-        )
+        self.relation_feature_weight: nn.Parameter | None = None
+        if heads.lexical_features:
+            self.relation_feature_weight = nn.Parameter(
+                torch.tensor([[3.0, 1.5, 1.0]]).repeat(heads.relation_slots, 1)
+            )
 
     def init_relation_table(self, embeddings: torch.Tensor) -> None:
         """Rows from (already normalised) label embeddings of the encoder's own space."""
@@ -122,7 +126,7 @@ class StructuredModel(nn.Module):
         table = nn.functional.normalize(self.relation_table, dim=-1)
         rel_query = nn.functional.normalize(self.relation_query(relation), dim=-1)
         relation_logits = self.relation_scale * rel_query @ table.T + self.relation_bias
-        if relation_features is not None:
+        if relation_features is not None and self.relation_feature_weight is not None:
             weight = self.relation_feature_weight.to(relation_features.dtype)
             relation_logits = relation_logits + torch.einsum("bpf,rf->brp", relation_features, weight)
         return (

@@ -92,8 +92,11 @@ def load_model(
     if missing:
         raise StructuredModelError(f"{directory}: not a structured model (missing {', '.join(missing)})")
     card = json.loads((directory / MODEL_CARD).read_text(encoding="utf-8"))
-    heads = HeadConfig(**json.loads((directory / HEADS_FILE).read_text(encoding="utf-8")))
-    vocab = Vocabulary.load(directory)
+    try:
+        heads = HeadConfig(**json.loads((directory / HEADS_FILE).read_text(encoding="utf-8")))
+        vocab = Vocabulary.load(directory)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise StructuredModelError(f"{directory}: unreadable {HEADS_FILE} or {VOCAB_FILE}: {exc!r}") from None
     if (len(vocab.templates), len(vocab.relations), len(vocab.fallbacks)) != (
         heads.templates,
         heads.relations,

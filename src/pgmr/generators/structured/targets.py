@@ -85,7 +85,9 @@ class Vocabulary:
         return cls(
             templates=tuple(data["templates"]),
             relations=tuple(Choice(*row) for row in data["relations"]),
-            relation_aliases=tuple(tuple(a) for a in data["relation_aliases"]),
+            relation_aliases=tuple(
+                tuple(a) for a in data.get("relation_aliases", [[] for _ in data["relations"]])
+            ),
             fallbacks=tuple(Choice(*row) for row in data["fallbacks"]),
             entity_slots=int(data["entity_slots"]),
             relation_slots=int(data["relation_slots"]),

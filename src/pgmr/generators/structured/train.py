@@ -296,6 +296,7 @@ def train_structured(
         relation_slots=vocab.relation_slots,
         literal_slots=vocab.literal_slots,
         slot_layers=config.slot_layers,
+        lexical_features=True,
     )
     model = StructuredModel(encoder.config, heads)
     model.encoder.load_state_dict(encoder.state_dict())
