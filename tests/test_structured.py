@@ -256,3 +256,30 @@ def test_pgmr_train_preset_structured_from_the_cli(tmp_path: Path) -> None:
         ],
     )
     assert bad.exit_code == 2 and "structured" in bad.output
+
+
+def test_relation_lexicon_marks_properties_the_question_names() -> None:
+    from pgmr.generators.structured.decoding import RelationLexicon
+    from pgmr.generators.structured.targets import Choice, Vocabulary
+
+    vocab = Vocabulary(
+        templates=("ASK { wd:entity0 wdt:relation0 ?x }",),
+        relations=(
+            Choice("P19", "place of birth", ""),
+            Choice("P1394", "Glottolog code", ""),
+            Choice("P50", "author", ""),
+        ),
+        relation_aliases=(("birthplace", "born in"), (), ()),
+        fallbacks=(),
+        entity_slots=1,
+        relation_slots=1,
+        literal_slots=1,
+    )
+    features = RelationLexicon(vocab).features(
+        ["What is the Glottolog code of Swahili?", "Where was Bach born in?", "Which authority wrote it?"]
+    )
+    assert features.shape == (3, 3, 3)
+    assert features[0, 1].tolist() == [1.0, 0.0, 0.5]  # label, two words
+    assert features[0, 0].sum() == 0 and features[0, 2].sum() == 0
+    assert features[1, 0].tolist() == [0.0, 1.0, 0.0]  # an alias only
+    assert features[2].sum() == 0  # "authority" is not the word "author"
