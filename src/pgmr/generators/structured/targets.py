@@ -19,7 +19,6 @@ from pgmr.generators.structured.frames import (
     find_span,
     fuzzy_span,
     normalize_question,
-    placeholder_counts,
 )
 from pgmr.kg.catalog import LabelCatalog
 from pgmr.query import parse
@@ -192,9 +191,3 @@ def build_vocabulary(
         relation_slots=max([len(t.relation_ids) for t in targets] + [1]),
         literal_slots=max([len(t.literals) for t in targets] + [1]),
     )
-
-
-def check_template(template: str, vocab: Vocabulary) -> None:
-    entities, relations = placeholder_counts(template)
-    if entities > vocab.entity_slots or relations > vocab.relation_slots:
-        raise ValueError(f"template needs more slots than the model has: {template}")
