@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 # pgmr: SPARQL-PGMR (placeholders + mapping block), resolved afterwards against the memory.
 # direct: SPARQL with Wikidata IDs written by the model itself (the baseline that can hallucinate IDs).
@@ -40,12 +41,12 @@ def check_generate_inputs(
 def generate_in_length_order(
     items: Sequence[T],
     batch_size: int,
-    generate_batch: Callable[[list[int]], list[str]],
+    generate_batch: Callable[[list[int]], list[R]],
     length: Callable[[T], int],
-) -> list[str]:
+) -> list[R]:
     """Call `generate_batch` on index batches of similar `length` (less padding), outputs in input order."""
     order = sorted(range(len(items)), key=lambda i: length(items[i]))
-    outputs: list[str] = [""] * len(items)
+    outputs: list[R] = [None] * len(items)  # type: ignore[list-item]  # every slot is filled below
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
         for i, text in zip(batch, generate_batch(batch), strict=True):

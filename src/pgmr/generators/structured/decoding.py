@@ -17,7 +17,7 @@ from pgmr.generators.structured.frames import (
     placeholder_counts,
     render_template,
 )
-from pgmr.generators.structured.model import Outputs, best_spans
+from pgmr.generators.structured.model import Outputs, StructuredModel, best_spans
 from pgmr.generators.structured.targets import Vocabulary
 from pgmr.query.model import IntermediateQuery, Placeholder
 
@@ -136,7 +136,6 @@ def decode_frames(
         n_entities, n_relations = placeholder_counts(template)
         offsets = encoded.offsets[b]
         entities = []
-        used: set[str] = set()
         for e in range(n_entities):
             probs = choice_probs[b, e]
             k = int(probs.argmax())
@@ -147,7 +146,6 @@ def decode_frames(
             else:
                 c = vocab.fallbacks[k - 1]
                 entities.append(SlotValue(c.label, c.description, float(probs[k])))
-            used.add(entities[-1].label)
         relations = []
         taken: set[int] = set()
         for r in range(n_relations):
@@ -179,6 +177,29 @@ def decode_frames(
             )
         )
     return frames
+
+
+@torch.no_grad()
+def predict_frames(
+    model: StructuredModel,
+    tokenizer: PreTrainedTokenizerBase,
+    vocab: Vocabulary,
+    questions: Sequence[str],
+    max_length: int,
+    lexicon: RelationLexicon,
+    device: str = "cpu",
+) -> list[Frame]:
+    """What generation writes for a batch of questions: the argmax template and its slot values."""
+    enc = encode_questions(tokenizer, questions, max_length, lexicon)
+    features = enc.relation_features
+    out = model(
+        enc.input_ids.to(device),
+        enc.attention_mask.to(device),
+        enc.span_starts.to(device),
+        enc.span_ends.to(device),
+        relation_features=features.to(device) if features is not None else None,
+    )
+    return decode_frames(out, out.template.argmax(-1).cpu(), enc, vocab, model.heads.max_span_tokens)
 
 
 _WORDS = re.compile(r"\w+")

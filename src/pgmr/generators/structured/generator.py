@@ -6,10 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from pgmr.generators.base import check_generate_inputs, generate_in_length_order
-from pgmr.generators.structured.decoding import Frame, RelationLexicon, decode_frames, encode_questions
+from pgmr.generators.structured.decoding import Frame, RelationLexicon, predict_frames
 from pgmr.generators.structured.store import load_model
 
 
@@ -37,34 +35,22 @@ class StructuredGenerator:
         model, tokenizer, vocab, card = load_model(resolve_model_dir(path))
         return cls(model, tokenizer, vocab, card, device)
 
-    @torch.no_grad()
-    def _frames(self, questions: Sequence[str]) -> list[Frame]:
-        enc = encode_questions(self.tokenizer, questions, self.max_source_len, self.lexicon)
-        out = self.model(
-            enc.input_ids.to(self.device),
-            enc.attention_mask.to(self.device),
-            enc.span_starts.to(self.device),
-            enc.span_ends.to(self.device),
-            relation_features=enc.relation_features.to(self.device)
-            if enc.relation_features is not None
-            else None,
-        )
-        return decode_frames(
-            out, out.template.argmax(-1).cpu(), enc, self.vocab, self.model.heads.max_span_tokens
-        )
-
     def frames(self, questions: Sequence[str], *, batch_size: int = 16) -> list[Frame]:
         check_generate_inputs(self.mode, questions, None, batch_size)
         items = list(questions)
-        results: dict[int, Frame] = {}
 
-        def run(batch: list[int]) -> list[str]:
-            for i, frame in zip(batch, self._frames([items[i] for i in batch]), strict=True):
-                results[i] = frame
-            return [""] * len(batch)
+        def run(batch: list[int]) -> list[Frame]:
+            return predict_frames(
+                self.model,
+                self.tokenizer,
+                self.vocab,
+                [items[i] for i in batch],
+                self.max_source_len,
+                self.lexicon,
+                self.device,
+            )
 
-        generate_in_length_order(items, batch_size, run, len)
-        return [results[i] for i in range(len(items))]
+        return generate_in_length_order(items, batch_size, run, len)
 
     def generate(
         self, questions: Sequence[str], *, contexts: Sequence[str] | None = None, batch_size: int = 16

@@ -51,6 +51,12 @@ class Outputs:
     literal_end: torch.Tensor  # (B, K, L)
 
 
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Average of the token states under the mask (sentence-transformers' pooling for MiniLM)."""
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+
 class StructuredModel(nn.Module):
     def __init__(self, encoder_config: BertConfig, heads: HeadConfig) -> None:
         super().__init__()
@@ -95,9 +101,7 @@ class StructuredModel(nn.Module):
         return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
     def template_logits(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-        return self.template_head(pooled)
+        return self.template_head(mean_pool(hidden, attention_mask))
 
     def slot_outputs(
         self,

@@ -22,12 +22,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from pgmr.fsutil import replace_dir
 from pgmr.generators.structured.decoding import (
     RelationLexicon,
     encode_questions,
     token_span,
 )
-from pgmr.generators.structured.model import HeadConfig, StructuredModel
+from pgmr.generators.structured.model import HeadConfig, StructuredModel, mean_pool
 from pgmr.generators.structured.store import load_encoder, save_model
 from pgmr.generators.structured.targets import FrameTarget, Vocabulary, canonical_templates
 from pgmr.generators.structured.validation import evaluate
@@ -54,7 +55,6 @@ class StructuredTrainConfig:
     slot_layers: int = 2
     bf16: bool = False
     seed: int = 42
-    min_fallback: int = 3
 
     def __post_init__(self) -> None:
         if self.max_steps < 1 or self.batch_size < 1 or self.eval_steps < 1:
@@ -64,11 +64,6 @@ class StructuredTrainConfig:
         return asdict(self)
 
 
-@dataclass
-class Batch:
-    tensors: dict[str, torch.Tensor]
-
-
 def features(
     targets: Sequence[FrameTarget],
     vocab: Vocabulary,
@@ -76,7 +71,7 @@ def features(
     max_len: int,
     canonical: dict[str, str],
     lexicon: RelationLexicon,
-) -> Batch:
+) -> dict[str, torch.Tensor]:
     enc = encode_questions(tokenizer, [t.question for t in targets], max_len, lexicon)
     n = enc.input_ids.shape[0]
     E, R, K = vocab.entity_slots, vocab.relation_slots, vocab.literal_slots
@@ -109,7 +104,7 @@ def features(
             tokens = token_span(enc.offsets[i], slot.span)
             if tokens is not None:
                 l_start[i, k_], l_end[i, k_] = tokens
-    tensors = {
+    return {
         "input_ids": enc.input_ids,
         "attention_mask": enc.attention_mask,
         "span_starts": enc.span_starts,
@@ -124,11 +119,9 @@ def features(
         "literal_start": l_start,
         "literal_end": l_end,
     }
-    return Batch(tensors)
 
 
-def loss_of(model: StructuredModel, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-    x = batch.tensors
+def loss_of(model: StructuredModel, x: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
     hidden = model.encode(x["input_ids"], x["attention_mask"])
     template_logits = model.template_logits(hidden, x["attention_mask"])
     outs = model.slot_outputs(
@@ -165,8 +158,7 @@ def relation_embeddings(
                 return_tensors="pt",
             )
             hidden = encoder(**enc).last_hidden_state
-            mask = enc["attention_mask"].unsqueeze(-1).float()
-            rows.append(nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1))
+            rows.append(nn.functional.normalize(mean_pool(hidden, enc["attention_mask"]), dim=-1))
     encoder.train()
     return torch.cat(rows)
 
@@ -201,7 +193,6 @@ def train_structured(
     """Train (or resume) in `out_dir`; the best model ends in `out_dir/model`. Returns the final card."""
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)
-    random.seed(config.seed)
     canonical = canonical_templates(train)
     lexicon = RelationLexicon(vocab)
     encoder, tokenizer = load_encoder(config.encoder_layers)
@@ -247,7 +238,6 @@ def train_structured(
         optimizer.load_state_dict(saved["optimizer"])
         state = saved["state"]
         torch.set_rng_state(saved["torch_rng"])
-        random.setstate(saved["python_rng"])
         log.info("resumed from step %d", state["step"])
     vocab.save(out_dir)
     order: list[int] = []
@@ -262,8 +252,7 @@ def train_structured(
             order = list(range(len(train)))
             random.Random(config.seed * 1000 + epoch).shuffle(order)
         pos = first % len(train)
-        picked = order[pos : pos + config.batch_size]
-        return picked
+        return order[pos : pos + config.batch_size]
 
     val = list(validation)[: config.max_eval_examples]
     started = time.monotonic() - state["seconds"]
@@ -280,7 +269,6 @@ def train_structured(
                 "optimizer": optimizer.state_dict(),
                 "state": state,
                 "torch_rng": torch.get_rng_state(),
-                "python_rng": random.getstate(),
                 "vocab_templates": len(vocab.templates),
                 "config": config.to_json(),
             },
@@ -353,7 +341,5 @@ def train_structured(
     if tmp.exists():
         shutil.rmtree(tmp)
     shutil.copytree(best, tmp)
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
+    replace_dir(tmp, final)
     return card

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from pgmr.generators.structured.decoding import RelationLexicon, decode_frames, encode_questions
+from pgmr.generators.structured.decoding import RelationLexicon, predict_frames
 from pgmr.generators.structured.frames import apply_transform, literal_marks
 from pgmr.generators.structured.model import StructuredModel
 from pgmr.generators.structured.targets import FrameTarget, Vocabulary
@@ -34,15 +34,7 @@ def evaluate(
     )
     for start in range(0, len(targets), 64):
         chunk = list(targets[start : start + 64])
-        enc = encode_questions(tokenizer, [t.question for t in chunk], max_source_len, lexicon)
-        out = model(
-            enc.input_ids,
-            enc.attention_mask,
-            enc.span_starts,
-            enc.span_ends,
-            relation_features=enc.relation_features,
-        )
-        frames = decode_frames(out, out.template.argmax(-1), enc, vocab, model.heads.max_span_tokens)
+        frames = predict_frames(model, tokenizer, vocab, [t.question for t in chunk], max_source_len, lexicon)
         for t, f in zip(chunk, frames, strict=True):
             gold_template = canonical.get(t.template, t.template)
             ok_template = f.template == gold_template
