@@ -372,15 +372,14 @@ def test_numbers_compare_by_value(kg_file: Path) -> None:
 
 def test_store_errors_count_as_empty_answers(kg_file: Path) -> None:
     from pgmr.kg.stores.http_store import HttpSparqlStore
-    from pgmr.kg.stores.oxigraph_store import OxigraphStore
-    from pgmr.kg.stores.testing_endpoint import SparqlTestEndpoint
+    from sparql_server import FaultProxy, OxigraphServer
 
     gold = [
         _record("SELECT ?x WHERE { wd:Q1 wdt:P2 ?x }", "1", answers=Q1_ANSWERS),
         _record("SELECT ?x WHERE { wd:Q1 wdt:P2 ?x }", "2"),  # gold query run on the store
     ]
     rows = [{"id": "1", "prediction": gold[0].sparql}, {"id": "2", "prediction": gold[1].sparql}]
-    with SparqlTestEndpoint(OxigraphStore.from_file(kg_file)) as endpoint:
+    with OxigraphServer(kg_file) as server, FaultProxy(server.query_url) as endpoint:
         store = HttpSparqlStore(endpoint.url, timeout=5, retries=0)
         endpoint.fail(503, times=3)  # the prediction of row 1, then gold and prediction of row 2
         result = evaluate(rows, gold, store=store)

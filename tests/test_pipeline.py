@@ -32,6 +32,7 @@ from pgmr.pipeline import (
     ranked_combinations,
 )
 from pgmr.query import parse
+from sparql_server import Fault, FaultProxy, OxigraphServer
 
 WD = "http://www.wikidata.org/entity/"
 WDT = "http://www.wikidata.org/prop/direct/"
@@ -350,22 +351,55 @@ def test_updates_are_refused_and_never_executed(pipeline: Pipeline, text: str) -
     assert _count_triples(pipeline) == before == len(TRIPLES)
 
 
-def test_store_timeout_is_an_error_result(pipeline: Pipeline) -> None:
-    from pgmr.kg.stores.http_store import HttpSparqlStore
-    from pgmr.kg.stores.oxigraph_store import OxigraphStore
-    from pgmr.kg.stores.testing_endpoint import SparqlTestEndpoint
+@pytest.fixture(scope="module")
+def served(parts: Parts) -> Iterator[FaultProxy]:
+    """The test KG in the real Oxigraph server, behind the fault-injecting proxy."""
+    with OxigraphServer(parts.kg_file) as server, FaultProxy(server.query_url) as proxy:
+        yield proxy
 
-    kg_file = Path(pipeline.config.store)  # type: ignore[arg-type]
-    with SparqlTestEndpoint(OxigraphStore.from_file(kg_file)) as endpoint:
-        store = HttpSparqlStore(endpoint.url, timeout=0.5, retries=0)
-        slow = _variant(pipeline, store=store, timeout=0.5, kg_check=False)
-        endpoint.delay(2.0)
-        result = slow.ask(PARIS)
-        assert result.status == "error" and result.error is not None and result.error.code == "timeout"
-        assert result.sparql and result.answers == ()
-        answered = _variant(pipeline, store=store, timeout=5.0).ask(PARIS)  # the endpoint itself works
-        assert answered.status == "answered" and answered.answers[0].label == "France"
-        store.close()
+
+def test_ask_end_to_end_against_the_real_sparql_server(pipeline: Pipeline, served: FaultProxy) -> None:
+    from pgmr.kg.stores.http_store import HttpSparqlStore
+
+    served.reset()
+    with HttpSparqlStore(served.url, timeout=5.0, retries=1, backoff=0.01) as store:
+        result = _variant(pipeline, store=store).ask(PARIS)
+        assert result.status == "answered" and [a.label for a in result.answers] == ["France"]
+        # the KG check ran its probes on the server too: the capital's candidate is the one with facts
+        assert _placeholder(result, "entity0").chosen == "Q90" and len(served.requests) >= 2
+        assert _variant(pipeline, store=store).ask(BERLIN).boolean is True
+
+
+@pytest.mark.parametrize(
+    ("fault", "times", "code"),
+    [
+        (Fault("delay", seconds=2.0), 1, "timeout"),
+        (Fault("status", 500, body="java.util.concurrent.TimeoutException"), 1, "timeout"),
+        (Fault("status", 503, body="maintenance"), 2, "unavailable"),
+        (Fault("status", 429, retry_after="0.05", body="slow down"), 2, "unavailable"),
+        (Fault("reset"), 2, "unavailable"),
+        (Fault("truncate"), 2, "bad_response"),
+        (Fault("not_json"), 1, "bad_response"),
+        (Fault("wrong_type"), 1, "bad_response"),
+        (Fault("status", 400, body="Parse error: unknown function"), 1, "store_syntax"),
+        (Fault("status", 403, body="forbidden"), 1, "store"),
+    ],
+)
+def test_every_store_fault_is_a_named_error_and_the_next_question_is_answered(
+    pipeline: Pipeline, served: FaultProxy, fault: Fault, times: int, code: str
+) -> None:
+    from pgmr.kg.stores.http_store import HttpSparqlStore
+
+    served.reset()
+    with HttpSparqlStore(served.url, timeout=0.5, retries=1, backoff=0.01) as store:
+        faulty = _variant(pipeline, store=store, timeout=0.5, kg_check=False)
+        served.inject(fault, times=times)
+        result = faulty.ask(BERLIN)  # an ASK: no KG probes, one request per attempt
+        assert result.status == "error" and result.error is not None and result.error.code == code
+        assert result.error.message and "Traceback" not in result.error.message
+        assert result.sparql and result.boolean is None
+        answered = faulty.ask(BERLIN)  # the fault was that request's alone
+        assert answered.status == "answered" and answered.boolean is True
 
 
 def test_without_a_store_the_query_is_resolved_but_not_run(pipeline: Pipeline) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from email.utils import formatdate
 from pathlib import Path
 
+import httpx
 import pyoxigraph as ox
 import pytest
 from typer.testing import CliRunner
@@ -22,6 +23,7 @@ from pgmr.kg.store import (
     QuerySyntaxError,
     ReadOnlyError,
     SparqlStore,
+    StoreBadResponse,
     StoreError,
     StoreTimeout,
     StoreUnavailable,
@@ -34,7 +36,7 @@ from pgmr.kg.store import (
 from pgmr.kg.stores import HttpSparqlStore, LoadProgress, OxigraphStore
 from pgmr.kg.stores.http_store import USER_AGENT, retry_after_seconds
 from pgmr.kg.stores.oxigraph_store import term_from_oxigraph
-from pgmr.kg.stores.testing_endpoint import SparqlTestEndpoint
+from sparql_server import Fault, FaultProxy, OxigraphServer
 from store_contract import CONTRACT_NT, CONTRACT_TRIPLES, SLOW_QUERY, WD, WDT, StoreContract
 
 runner = CliRunner()
@@ -106,7 +108,7 @@ def test_syntax_errors_point_into_the_text_as_given() -> None:
     ],
 )
 def test_the_gate_never_calls_a_service(contract_file_path: Path, template: str, form: str) -> None:
-    with SparqlTestEndpoint(OxigraphStore.from_file(contract_file_path)) as endpoint:
+    with OxigraphServer(contract_file_path) as server, FaultProxy(server.query_url) as endpoint:
         query = template.format(url=endpoint.url)
         assert prepare_query(query).form == form
         assert endpoint.requests == []
@@ -303,20 +305,21 @@ def _write(path: Path, text: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def endpoint(contract_file_path: Path) -> Iterator[SparqlTestEndpoint]:
-    with SparqlTestEndpoint(OxigraphStore.from_file(contract_file_path), query_timeout=1.0) as endpoint:
-        yield endpoint
+def endpoint(contract_file_path: Path) -> Iterator[FaultProxy]:
+    """The real Oxigraph server (the `oxigraph` package) behind the fault-injecting proxy of tests/."""
+    with OxigraphServer(contract_file_path) as server, FaultProxy(server.query_url) as proxy:
+        yield proxy
 
 
 @pytest.fixture
-def fresh(endpoint: SparqlTestEndpoint) -> Iterator[SparqlTestEndpoint]:
+def fresh(endpoint: FaultProxy) -> Iterator[FaultProxy]:
     endpoint.reset()
     yield endpoint
     endpoint.reset()
 
 
 @pytest.fixture
-def client(fresh: SparqlTestEndpoint) -> Iterator[HttpSparqlStore]:
+def client(fresh: FaultProxy) -> Iterator[HttpSparqlStore]:
     with HttpSparqlStore(fresh.url, timeout=5.0, retries=2, backoff=0.01) as store:
         yield store
 
@@ -326,13 +329,13 @@ class TestHttpStore(StoreContract):
     @classmethod
     def store(cls, contract_file: Path) -> Iterator[SparqlStore]:
         with (
-            SparqlTestEndpoint(OxigraphStore.from_file(contract_file), query_timeout=1.0) as endpoint,
-            HttpSparqlStore(endpoint.url, timeout=5.0, backoff=0.01) as store,
+            OxigraphServer(contract_file) as server,
+            HttpSparqlStore(server.query_url, timeout=5.0, backoff=0.01) as store,
         ):
             yield store
 
 
-def test_user_agent_and_accept_reach_the_server(client: HttpSparqlStore, fresh: SparqlTestEndpoint) -> None:
+def test_user_agent_and_accept_reach_the_server(client: HttpSparqlStore, fresh: FaultProxy) -> None:
     client.query("SELECT ?x WHERE { ?x wdt:P31 wd:Q515 }")
     client.query("CONSTRUCT WHERE { ?x wdt:P31 wd:Q515 }")
     select, construct = fresh.requests
@@ -343,26 +346,26 @@ def test_user_agent_and_accept_reach_the_server(client: HttpSparqlStore, fresh: 
     assert select.method == "GET" and "PREFIX wdt:" in (select.query or "")
 
 
-def test_long_queries_go_by_post(client: HttpSparqlStore, fresh: SparqlTestEndpoint) -> None:
+def test_long_queries_go_by_post(client: HttpSparqlStore, fresh: FaultProxy) -> None:
     filters = " ".join(f"FILTER(?o != {i})" for i in range(300))
     result = client.query(f"SELECT ?s WHERE {{ ?s wdt:P31 ?o {filters} }}")
     assert len(result) == 2
     assert [r.method for r in fresh.requests] == ["POST"]
 
 
-def test_updates_never_reach_the_server(client: HttpSparqlStore, fresh: SparqlTestEndpoint) -> None:
+def test_updates_never_reach_the_server(client: HttpSparqlStore, fresh: FaultProxy) -> None:
     with pytest.raises(ReadOnlyError):
         client.query("INSERT DATA { wd:Q1 wdt:P31 wd:Q5 }")
     assert fresh.requests == []
 
 
-def test_retries_503_then_succeeds(client: HttpSparqlStore, fresh: SparqlTestEndpoint) -> None:
+def test_retries_503_then_succeeds(client: HttpSparqlStore, fresh: FaultProxy) -> None:
     fresh.fail(503, times=2)
     assert client.query("ASK { wd:Q183 wdt:P36 wd:Q64 }").boolean is True
     assert len(fresh.requests) == 3
 
 
-def test_429_waits_as_long_as_retry_after_asks(client: HttpSparqlStore, fresh: SparqlTestEndpoint) -> None:
+def test_429_waits_as_long_as_retry_after_asks(client: HttpSparqlStore, fresh: FaultProxy) -> None:
     fresh.fail(429, retry_after=0.4)
     started = time.monotonic()
     assert client.query("ASK { wd:Q183 wdt:P36 wd:Q64 }").boolean is True
@@ -370,7 +373,7 @@ def test_429_waits_as_long_as_retry_after_asks(client: HttpSparqlStore, fresh: S
     assert len(fresh.requests) == 2
 
 
-def test_retry_after_longer_than_the_limit_gives_up_at_once(fresh: SparqlTestEndpoint) -> None:
+def test_retry_after_longer_than_the_limit_gives_up_at_once(fresh: FaultProxy) -> None:
     fresh.fail(429, retry_after=120)
     with HttpSparqlStore(fresh.url, retries=3, backoff=0.01, max_retry_wait=5) as store:
         started = time.monotonic()
@@ -379,7 +382,7 @@ def test_retry_after_longer_than_the_limit_gives_up_at_once(fresh: SparqlTestEnd
     assert time.monotonic() - started < 2 and len(fresh.requests) == 1
 
 
-def test_unavailable_after_retries(client: HttpSparqlStore, fresh: SparqlTestEndpoint) -> None:
+def test_unavailable_after_retries(client: HttpSparqlStore, fresh: FaultProxy) -> None:
     fresh.fail(503, times=3, body="Service Unavailable: maintenance")
     with pytest.raises(
         StoreUnavailable, match="HTTP 503: Service Unavailable: maintenance .gave up after 3 attempts"
@@ -388,7 +391,7 @@ def test_unavailable_after_retries(client: HttpSparqlStore, fresh: SparqlTestEnd
     assert len(fresh.requests) == 3
 
 
-def test_slow_answer_is_a_timeout_not_retried(client: HttpSparqlStore, fresh: SparqlTestEndpoint) -> None:
+def test_slow_answer_is_a_timeout_not_retried(client: HttpSparqlStore, fresh: FaultProxy) -> None:
     fresh.delay(2.0)
     started = time.monotonic()
     with pytest.raises(StoreTimeout, match="did not answer within 0.3 s"):
@@ -397,18 +400,14 @@ def test_slow_answer_is_a_timeout_not_retried(client: HttpSparqlStore, fresh: Sp
     assert len(fresh.requests) == 1
 
 
-def test_server_side_timeout_is_a_timeout_not_retried(
-    client: HttpSparqlStore, fresh: SparqlTestEndpoint
-) -> None:
+def test_server_side_timeout_is_a_timeout_not_retried(client: HttpSparqlStore, fresh: FaultProxy) -> None:
     fresh.fail(500, body="java.util.concurrent.ExecutionException: java.util.concurrent.TimeoutException")
     with pytest.raises(StoreTimeout, match="its own timeout"):
         client.query("ASK { ?s ?p ?o }")
     assert len(fresh.requests) == 1
 
 
-def test_400_is_a_syntax_error_with_the_endpoint_message(
-    client: HttpSparqlStore, fresh: SparqlTestEndpoint
-) -> None:
+def test_400_is_a_syntax_error_with_the_endpoint_message(client: HttpSparqlStore, fresh: FaultProxy) -> None:
     # The client's own parser stops malformed text first, so the endpoint's 400 is injected for a valid query
     # (a real endpoint may be stricter, e.g. about a function it does not know).
     fresh.fail(400, body="MalformedQueryException: Unknown function wikibase:foo " + "x" * 2000)
@@ -418,7 +417,50 @@ def test_400_is_a_syntax_error_with_the_endpoint_message(
     assert len(fresh.requests) == 1
 
 
-def test_other_client_errors_are_not_retried(fresh: SparqlTestEndpoint) -> None:
+def test_reset_connection_is_retried_then_unavailable(client: HttpSparqlStore, fresh: FaultProxy) -> None:
+    fresh.inject(Fault("reset"))
+    assert client.query("ASK { wd:Q183 wdt:P36 wd:Q64 }").boolean is True  # the retry gets through
+    fresh.inject(Fault("reset"), times=3)
+    with pytest.raises(StoreUnavailable, match="cannot reach .*reset by peer.*gave up after 3 attempts"):
+        client.query("ASK { ?s ?p ?o }")
+    assert len(fresh.requests) == 5
+
+
+def test_body_cut_short_is_a_bad_response_after_retries(client: HttpSparqlStore, fresh: FaultProxy) -> None:
+    fresh.inject(Fault("truncate"), times=3)
+    with pytest.raises(StoreBadResponse, match="incomplete answer.*gave up after 3 attempts"):
+        client.query("SELECT ?s ?o WHERE { ?s wdt:P31 ?o }")
+    fresh.inject(Fault("truncate"))
+    assert len(client.query("SELECT ?s ?o WHERE { ?s wdt:P31 ?o }")) == 2
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("not_json", r"cannot read \(application/sparql-results\+json\): Expecting value"),
+        ("wrong_type", "cannot read SPARQL results sent as 'text/html'"),
+    ],
+)
+def test_unreadable_answers_are_bad_responses_not_retried(
+    client: HttpSparqlStore, fresh: FaultProxy, kind: str, message: str
+) -> None:
+    fresh.inject(Fault(kind))
+    with pytest.raises(StoreBadResponse, match=message) as info:
+        client.query("SELECT ?s WHERE { ?s wdt:P31 ?o }")
+    assert str(info.value).startswith(fresh.url)
+    assert len(fresh.requests) == 1
+    assert len(client.query("SELECT ?s WHERE { ?s wdt:P31 ?o }")) == 2  # the next request is fine
+
+
+def test_the_real_server_refuses_updates_sent_around_the_gate(endpoint: FaultProxy) -> None:
+    # pgmr never sends an UPDATE (the gate stops it first); the server itself is read-only as well.
+    upstream = httpx.post(endpoint.upstream.replace("/query", "/update"), data={"update": "CLEAR ALL"})
+    assert upstream.status_code >= 400
+    with HttpSparqlStore(endpoint.url) as store:
+        assert store.query("ASK { wd:Q183 wdt:P36 wd:Q64 }").boolean is True
+
+
+def test_other_client_errors_are_not_retried(fresh: FaultProxy) -> None:
     with (
         HttpSparqlStore(fresh.url.replace("/sparql", "/nowhere"), backoff=0.01) as store,
         pytest.raises(StoreError, match="HTTP 404") as info,
@@ -457,7 +499,7 @@ def test_bad_urls_and_settings_are_refused() -> None:
 
 
 def test_open_store_dispatches_on_the_spec(
-    tmp_path: Path, contract_file_path: Path, endpoint: SparqlTestEndpoint
+    tmp_path: Path, contract_file_path: Path, endpoint: FaultProxy
 ) -> None:
     http = open_store(endpoint.url, timeout=4)
     assert isinstance(http, HttpSparqlStore) and http.timeout == 4
@@ -543,7 +585,7 @@ def test_cli_query_errors_exit_2_cleanly(contract_file_path: Path, query: str, m
     assert "Traceback" not in result.output
 
 
-def test_cli_query_endpoint_failures_exit_2(fresh: SparqlTestEndpoint, tmp_path: Path) -> None:
+def test_cli_query_endpoint_failures_exit_2(fresh: FaultProxy, tmp_path: Path) -> None:
     fresh.delay(2.0)
     slow = runner.invoke(app, ["kg", "query", "ASK { ?s ?p ?o }", "--store", fresh.url, "--timeout", "0.3"])
     assert slow.exit_code == 2 and "did not answer within 0.3 s" in _flat(slow.output)
@@ -561,3 +603,26 @@ def test_cli_load_errors_exit_2(tmp_path: Path) -> None:
     broken = runner.invoke(app, ["kg", "load", str(bad), "--store", str(tmp_path / "kg")])
     assert broken.exit_code == 2 and "bad.nt: not valid" in _flat(broken.output)
     assert "Traceback" not in broken.output
+
+
+def test_a_streamed_answer_is_bounded_in_time_and_size(endpoint: FaultProxy) -> None:
+    # Oxigraph streams results: a per-read timeout alone would let a cross product run until the server's
+    # own limit and hold hundreds of MB; the whole exchange is bounded instead. (Straight to the server: the
+    # proxy reads whole answers before passing them on.)
+    with HttpSparqlStore(endpoint.upstream, timeout=0.3, retries=0) as store:
+        started = time.monotonic()
+        with pytest.raises(StoreTimeout, match="did not answer within 0.3 s"):
+            store.query(SLOW_QUERY)
+        assert time.monotonic() - started < 2.0
+    with HttpSparqlStore(endpoint.upstream, timeout=5.0, retries=0, max_bytes=4096) as store:
+        with pytest.raises(StoreBadResponse, match="over 4,096 bytes"):
+            store.query(SLOW_QUERY)
+        assert store.query("ASK { wd:Q183 wdt:P36 wd:Q64 }").boolean is True
+    with pytest.raises(StoreError, match="max_bytes must be positive"):
+        HttpSparqlStore(endpoint.url, max_bytes=0)
+
+
+def test_a_gzipped_answer_is_read(client: HttpSparqlStore, fresh: FaultProxy) -> None:
+    fresh.inject(Fault("gzip"))
+    rows = client.query("SELECT ?s ?o WHERE { ?s wdt:P31 ?o }")
+    assert len(rows) == 2 and len(fresh.requests) == 1

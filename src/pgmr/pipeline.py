@@ -765,7 +765,14 @@ class Pipeline:
         return top[0], "fallback", tuple(probes), top[1]
 
     def _execute(self, sparql: str) -> QueryResult | AskError:
-        from pgmr.kg.store import QuerySyntaxError, ReadOnlyError, StoreError, StoreTimeout, StoreUnavailable
+        from pgmr.kg.store import (
+            QuerySyntaxError,
+            ReadOnlyError,
+            StoreBadResponse,
+            StoreError,
+            StoreTimeout,
+            StoreUnavailable,
+        )
 
         assert self.store is not None
         try:
@@ -774,8 +781,8 @@ class Pipeline:
             return AskError("read_only", str(exc))
         except StoreTimeout as exc:
             return AskError("timeout", str(exc))
-        except StoreUnavailable as exc:
-            return AskError("unavailable", str(exc))
+        except (StoreUnavailable, StoreBadResponse) as exc:
+            return AskError(exc.code, str(exc))
         except QuerySyntaxError as exc:
             return AskError("store_syntax", str(exc))
         except StoreError as exc:

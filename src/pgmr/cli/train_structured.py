@@ -77,6 +77,8 @@ def train_structured_cli(
     ):
         table.add_row(key, f"{best[key]:.4f}")
     table.add_row("steps", f"{card['steps']} (kept {card['best_step']})")
+    if card.get("resumed_from_step") is not None:
+        table.add_row("resumed from step", str(card["resumed_from_step"]))
     table.add_row("wall seconds", f"{card['train_seconds']:.1f}")
     out.print(table)
     console.print(f"model written to {out_dir / 'model'}")

@@ -44,6 +44,13 @@ class StoreUnavailable(StoreError):
     code = "unavailable"
 
 
+class StoreBadResponse(StoreError):
+    """The endpoint answered, but not with something readable: a body cut short, a results document that does
+    not parse, or a media type that is not SPARQL results (an HTML error page from a proxy, say)."""
+
+    code = "bad_response"
+
+
 class ReadOnlyError(StoreError):
     """SPARQL UPDATE (INSERT, DELETE, LOAD, CLEAR, DROP, CREATE, ...) refused before reaching any store."""
 

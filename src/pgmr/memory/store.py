@@ -11,15 +11,16 @@ A memory directory holds:
     prior.json               optional: how often each ID occurs in training gold queries (the resolver's prior)
 
 It is written into a temporary sibling directory and renamed over the target only once complete, so an existing
-memory survives a failed or interrupted build.
+memory survives a failed or interrupted build; a build killed between the two renames of the swap leaves the
+previous memory aside, and the next load or build puts it back (`pgmr.fsutil.recover_dir`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -29,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from pgmr import __version__
-from pgmr.fsutil import fsync_dir, replace_dir, write_file
+from pgmr.failpoints import failpoint
+from pgmr.fsutil import fsync_dir, recover_dir, replace_dir, temp_sibling, write_file
 from pgmr.kg.catalog import CatalogEntry, LabelCatalog
 from pgmr.kg.ids import Kind, id_kind, id_number
 from pgmr.memory.cache import EmbeddingCache, file_sha256
@@ -41,6 +43,8 @@ from pgmr.memory.errors import (
     PgmrMemoryError,
 )
 from pgmr.memory.index import VectorIndex, create_index, load_index
+
+log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 2
 KINDS: tuple[Kind, ...] = ("entity", "relation")
@@ -397,6 +401,7 @@ class Memory:
         memory directory, which a rebuild replaces whole).
         """
         out_dir = Path(out_dir)
+        recover_dir(out_dir, clean=True)
         _check_replaceable(out_dir)
         cache = None
         if use_cache:
@@ -421,9 +426,11 @@ class Memory:
     def save(self, out_dir: Path | str) -> None:
         """Write into a temporary sibling directory, fsync, then rename it over `out_dir`."""
         out_dir = Path(out_dir)
+        # A build killed mid-swap left the previous memory aside (and one killed mid-write a partial copy).
+        recover_dir(out_dir, clean=True)
         _check_replaceable(out_dir)
         out_dir.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out_dir.parent / f".{out_dir.name}.tmp-{uuid.uuid4().hex[:12]}"
+        tmp = temp_sibling(out_dir)
         tmp.mkdir()
         try:
             dictionaries: dict[str, DictionaryManifest] = {}
@@ -432,6 +439,7 @@ class Memory:
                 rows_path, index_path = tmp / ROWS_FILES[kind], tmp / INDEX_FILES[kind]
                 _write_rows(rows_path, dictionary.rows)
                 dictionary.index.save(index_path)
+                failpoint("memory.write")
                 dictionaries[kind] = replace(
                     self.manifest.dictionaries[kind],
                     rows_sha256=file_sha256(rows_path),
@@ -482,6 +490,10 @@ def default_cache_dir(out_dir: Path | str) -> Path:
 
 def read_manifest(path: Path) -> MemoryManifest:
     manifest_path = path / MANIFEST_FILE
+    if not manifest_path.is_file() and recover_dir(path):
+        log.warning(
+            "%s: restored the previous memory, which a killed `pgmr memory build` had moved aside", path
+        )
     if not manifest_path.is_file():
         leftovers = sorted(path.parent.glob(f".{path.name}.old-*")) if path.parent.is_dir() else []
         hint = (

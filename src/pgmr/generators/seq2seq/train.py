@@ -41,10 +41,10 @@ from transformers import (
     TrainerCallback,
     set_seed,
 )
-from transformers.trainer_utils import get_last_checkpoint
 
 from pgmr import __version__
-from pgmr.fsutil import replace_dir
+from pgmr.failpoints import failpoint
+from pgmr.fsutil import recover_dir, replace_dir
 from pgmr.generators.base import PGMR_MODES, check_mode
 from pgmr.generators.causal.model import (
     CAUSAL_PRESETS,
@@ -60,6 +60,7 @@ from pgmr.generators.causal.model import (
 )
 from pgmr.generators.examples import Example
 from pgmr.generators.seq2seq.card import FINAL_MODEL_DIR, MODEL_CARD, card_readme
+from pgmr.generators.seq2seq.checkpoints import MarkComplete, last_complete_checkpoint
 from pgmr.generators.seq2seq.model import (
     ENCODER_DECODER_PRESETS,
     PRESETS,
@@ -351,6 +352,12 @@ class _Trainer(Seq2SeqTrainer):
         self._created_lr_scheduler = True
         return self.lr_scheduler
 
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        super().save_model(output_dir, _internal_call)
+        if _internal_call:
+            # Inside a checkpoint save: its weights are written, its optimizer and trainer state are not yet.
+            failpoint("train.checkpoint")
+
     def _get_train_sampler(self, train_dataset: Any = None) -> Any:
         dataset = self.train_dataset if train_dataset is None else train_dataset
         if not self._group_by_length or not isinstance(dataset, _Features):
@@ -485,7 +492,10 @@ def train_seq2seq(
     run = {"mode": mode, "model": model_name}
     _check_run(out_dir, run)
     out_dir.mkdir(parents=True, exist_ok=True)
-    last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
+    # Not the Trainer's own pick (the newest directory): a run killed while saving leaves a partial one.
+    last = last_complete_checkpoint(checkpoints)
+    for kept in (out_dir / SOURCE_TOKENIZER_DIR, out_dir / FINAL_MODEL_DIR):
+        recover_dir(kept, clean=True)  # put back what a run killed mid-swap had moved aside
 
     causal = config.preset in CAUSAL_PRESETS if config.base is None else is_causal_base(config.base)
     if causal and config.encoder_learning_rate is not None:
@@ -584,7 +594,7 @@ def train_seq2seq(
         if causal
         else _metrics_fn(tokenizer, mode, model.config.decoder_start_token_id),
         preprocess_logits_for_metrics=_argmax_logits if causal else None,
-        callbacks=[budget] if budget else None,
+        callbacks=[MarkComplete(), *([budget] if budget else [])],
         anneal_to=budget if config.anneal_to_budget else None,
         optimizers=(optimizer, None),
     )

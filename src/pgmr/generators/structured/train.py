@@ -22,7 +22,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from pgmr.fsutil import replace_dir
+from pgmr.failpoints import failpoint
+from pgmr.fsutil import fsync_dir, recover_dir, replace_dir
 from pgmr.generators.structured.decoding import (
     RelationLexicon,
     encode_questions,
@@ -172,12 +173,36 @@ def _schedule(config: StructuredTrainConfig) -> Callable[[int], float]:
     return multiplier
 
 
+class _CheckpointWriter:
+    """The file torch.save writes through (its zip writer calls `write` and `flush`), with a failpoint once a
+    part of the checkpoint is on disk: the crash-safety test kills the run mid-file there."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self._written = 0
+
+    def flush(self) -> None:
+        self._handle.flush()
+
+    def write(self, data: bytes) -> int:
+        before, self._written = self._written, self._written + self._handle.write(data)
+        if before < _MIDWAY <= self._written:
+            failpoint("train.checkpoint")
+        return self._written - before
+
+
+_MIDWAY = 1 << 20
+
+
 def _atomic_torch_save(obj: Any, path: Path) -> None:
+    """Into `<path>.tmp`, then renamed over `path`: a run killed while saving keeps the previous checkpoint."""
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    with open(tmp, "rb") as fh:
+    with open(tmp, "wb") as fh:
+        torch.save(obj, _CheckpointWriter(fh))
+        fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+    fsync_dir(path.parent)
 
 
 def train_structured(
@@ -192,6 +217,9 @@ def train_structured(
 ) -> dict[str, Any]:
     """Train (or resume) in `out_dir`; the best model ends in `out_dir/model`. Returns the final card."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    # A run killed while swapping in a new best model left the previous one aside: the card is read from it.
+    for kept in ("best", "model"):
+        recover_dir(out_dir / kept, clean=True)
     torch.manual_seed(config.seed)
     canonical = canonical_templates(train)
     lexicon = RelationLexicon(vocab)
@@ -239,6 +267,7 @@ def train_structured(
         state = saved["state"]
         torch.set_rng_state(saved["torch_rng"])
         log.info("resumed from step %d", state["step"])
+    resumed_from = state["step"] if resumed else None
     vocab.save(out_dir)
     order: list[int] = []
     epoch = -1
@@ -329,6 +358,7 @@ def train_structured(
         {
             "best_step": state["best_step"],
             "steps": state["step"],
+            "resumed_from_step": resumed_from,
             "train_seconds": round(time.monotonic() - started, 1),
             "history": state["history"],
             "training_examples": len(train),

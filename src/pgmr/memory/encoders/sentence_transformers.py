@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from pgmr.failpoints import failpoint
 from pgmr.memory.encoder import normalize_rows
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -124,6 +125,7 @@ class SentenceTransformerEncoder:
                 )
                 out[positions] = vectors
                 bar.advance(task, len(positions))
+                failpoint("memory.encode")  # a crash-safety test kills `pgmr memory build` here
         # sentence-transformers already normalizes; normalizing again costs little and makes the contract hold
         # whatever the model's last module does.
         return normalize_rows(out)

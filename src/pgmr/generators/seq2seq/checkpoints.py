@@ -1,0 +1,86 @@
+"""Which Trainer checkpoints are complete, so that a run killed while saving one resumes from the last whole one.
+
+The Trainer writes `checkpoint-N/` in place, file by file (weights, optimizer, scheduler, RNG, trainer state).
+A process killed halfway leaves a directory that the stock `get_last_checkpoint` still picks as the newest:
+the rerun then fails on its missing `trainer_state.json`, every time, until someone deletes it. Here a
+checkpoint counts only once `MarkComplete` has fsynced its files and written `COMPLETE_MARKER` into it (after
+the Trainer's save returned); `last_complete_checkpoint` resumes from the newest marked one and deletes the
+incomplete ones, which the Trainer's rotation would otherwise count and keep as "most recent".
+
+Checkpoints written before the marker existed (a directory where none carries it) count when their
+`trainer_state.json` parses and names their step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from pgmr.fsutil import fsync_dir, write_file
+
+log = logging.getLogger(__name__)
+
+COMPLETE_MARKER = "pgmr-complete.json"
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def is_complete(checkpoint: Path) -> bool:
+    return (checkpoint / COMPLETE_MARKER).is_file()
+
+
+def _state_names_step(checkpoint: Path, step: int) -> bool:
+    try:
+        state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(state, dict) and state.get("global_step") == step
+
+
+def last_complete_checkpoint(checkpoints: Path) -> str | None:
+    """The newest complete `checkpoint-N` under `checkpoints` (None if none); incomplete ones are deleted."""
+    if not checkpoints.is_dir():
+        return None
+    found = sorted(
+        (int(match.group(1)), path)
+        for path in checkpoints.iterdir()
+        if path.is_dir() and (match := _CHECKPOINT.match(path.name))
+    )
+    marked = any(is_complete(path) for _, path in found)
+    complete: list[Path] = []
+    for step, path in found:
+        if is_complete(path) if marked else _state_names_step(path, step):
+            complete.append(path)
+        else:
+            log.warning("%s is incomplete (a run was killed while saving it): deleted", path)
+            shutil.rmtree(path, ignore_errors=True)
+    return str(complete[-1]) if complete else None
+
+
+def _fsync_tree(directory: Path) -> None:
+    for root, _, files in os.walk(directory):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as handle:
+                os.fsync(handle.fileno())
+        fsync_dir(Path(root))
+
+
+class MarkComplete(TrainerCallback):
+    """Marks each checkpoint complete once the Trainer has saved it. Its files are fsynced first, so that after a
+    power loss, too, a marked checkpoint holds everything it had when it was marked."""
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if not args.should_save:
+            return control
+        checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if checkpoint.is_dir():
+            _fsync_tree(checkpoint)
+            write_file(checkpoint / COMPLETE_MARKER, json.dumps({"global_step": state.global_step}).encode())
+            fsync_dir(checkpoint)
+        return control
