@@ -42,6 +42,17 @@ def oxigraph_command() -> str:
     return found
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: the kernel kills the server when the test process dies (a killed or timed-out
+    pytest would otherwise leave it running, busy with the last slow query). Linux only; elsewhere a no-op."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -95,6 +106,7 @@ class OxigraphServer:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + self.startup_timeout
         while True:
