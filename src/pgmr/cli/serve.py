@@ -21,6 +21,7 @@ from pgmr.cli.ask import (
     load_pipeline,
 )
 from pgmr.cli.common import console, print_error
+from pgmr.service.limits import DEFAULT_DEADLINE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_QUEUE, ServiceLimits
 
 
 def _is_loopback(host: str) -> bool:
@@ -47,6 +48,18 @@ def serve(
     max_probes: int = MAX_PROBES_OPTION,
     timeout: float = TIMEOUT_OPTION,
     log_level: str = typer.Option("info", help="uvicorn log level: critical, error, warning, info, debug"),
+    max_concurrency: int = typer.Option(
+        DEFAULT_MAX_CONCURRENCY,
+        help="Requests at work at once (questions beyond the model's batch of 16 would only wait inside it)",
+    ),
+    max_queue: int = typer.Option(
+        DEFAULT_MAX_QUEUE,
+        help="Requests waiting for a worker; beyond that the answer is 503 with Retry-After",
+    ),
+    deadline: float = typer.Option(
+        DEFAULT_DEADLINE,
+        help="Seconds from arrival to answer, queue included; later: 504 (the work may go on)",
+    ),
 ) -> None:
     """Serve POST /ask, POST /resolve, GET /memory/search, GET /health, the OpenAPI docs and a web page."""
     try:
@@ -59,6 +72,12 @@ def serve(
     if log_level not in ("critical", "error", "warning", "info", "debug"):
         print_error(f"unknown log level {log_level!r}")
         raise typer.Exit(2)
+    # Validated here, once, before the slow model load; the app trusts what it is given.
+    try:
+        limits = ServiceLimits(max_concurrency=max_concurrency, max_queue=max_queue, deadline=deadline)
+    except ValueError as exc:
+        print_error(str(exc))
+        raise typer.Exit(2) from None
     if not _is_loopback(host):
         console.print(
             f"[yellow]warning:[/yellow] binding to {host}: the service has no authentication; "
@@ -89,7 +108,9 @@ def serve(
     pipeline = load_pipeline(config)
     console.print(f"pgmr serving on http://{host}:{port}/ (API docs at /docs); Ctrl+C stops it")
     try:
-        uvicorn.run(create_app(pipeline=pipeline), host=host, port=port, log_level=log_level, workers=1)
+        uvicorn.run(
+            create_app(pipeline=pipeline, limits=limits), host=host, port=port, log_level=log_level, workers=1
+        )
     finally:
         pipeline.close()
 

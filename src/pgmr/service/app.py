@@ -1,8 +1,10 @@
 """The pgmr web service: the ask pipeline over HTTP, with a web page at `/`.
 
-Models are loaded once, at startup (lifespan). Handlers are plain functions, so FastAPI runs them in its
-thread pool; the pipeline serialises the generator and the resolver behind its own lock and queries the store
-outside it. Every error is JSON `{"error": {"code", "message"}}`; a stack trace never reaches a client.
+Models are loaded once, at startup (lifespan). The work of each request runs in a worker thread of the
+`Limiter` (service/limits.py: a bounded number at work, a bounded queue answered with 503 when full, a
+deadline answered with 504); the pipeline serialises the generator and the resolver behind its own lock and
+queries the store outside it. Every error is JSON `{"error": {"code", "message"}}`; a stack trace never
+reaches a client.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,7 +25,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pgmr import __version__
 from pgmr.pipeline import AskResult, Pipeline, PipelineConfig
+from pgmr.service.limits import DeadlineExceeded, Limiter, Overloaded, ServiceLimits
 from pgmr.service.schemas import (
+    MAX_QUERY_CHARS,
     MAX_QUESTION_CHARS,
     AskRequest,
     AskResponse,
@@ -35,7 +40,11 @@ from pgmr.service.schemas import (
 log = logging.getLogger("pgmr.service")
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-MAX_BODY_BYTES = 16 * 1024
+# Over the largest valid body, so no valid request is refused for its size: a query of MAX_QUERY_CHARS and
+# a question of MAX_QUESTION_CHARS characters, each character up to 12 bytes when JSON-escaped (a surrogate
+# pair, "\ud83d\ude00"), plus the keys: about 106 KiB. (16 KiB, the first limit, refused long non-ASCII
+# queries that the schema accepts.)
+MAX_BODY_BYTES = 128 * 1024
 # The page loads nothing from elsewhere (no CDN: the service may run offline).
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'",
@@ -49,11 +58,33 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
-def error_json(status: int, code: str, message: str, details: list[str] | None = None) -> JSONResponse:
+# What the limited endpoints (those that run pipeline work) may answer besides the app-wide errors.
+LIMITED_RESPONSES: dict[int | str, dict[str, Any]] = {
+    503: {
+        "model": ErrorResponse,
+        "description": "overloaded: every worker is busy and the wait queue is full; retry after Retry-After",
+        "headers": {
+            "Retry-After": {
+                "description": "seconds to wait before retrying (an estimate from the queue and recent work)",
+                "schema": {"type": "integer", "minimum": 1},
+            }
+        },
+    },
+    504: {"model": ErrorResponse, "description": "deadline: no answer within the service's deadline"},
+}
+
+
+def error_json(
+    status: int,
+    code: str,
+    message: str,
+    details: list[str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     body: dict[str, Any] = {"code": code, "message": message}
     if details:
         body["details"] = details
-    return JSONResponse({"error": body}, status_code=status)
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
 class BodyLimit:
@@ -112,7 +143,8 @@ class BodyLimit:
         response = error_json(
             413,
             "too_large",
-            f"request body over {self.limit} bytes; questions are at most {MAX_QUESTION_CHARS} characters",
+            f"request body over {self.limit} bytes; questions are at most {MAX_QUESTION_CHARS} characters, "
+            f"queries at most {MAX_QUERY_CHARS}",
         )
         await response(scope, receive, send)
 
@@ -140,18 +172,26 @@ def create_app(
     *,
     pipeline: Pipeline | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    limits: ServiceLimits | None = None,
 ) -> FastAPI:
-    """The app. `pipeline` serves a pipeline built by the caller; else one is loaded from `config` at startup."""
+    """The app. `pipeline` serves a pipeline built by the caller; else one is loaded from `config` at startup.
+
+    `limits` bound the work in progress, the wait queue and each request's time (default `ServiceLimits()`).
+    """
     if pipeline is None and config is None:
         raise ValueError("create_app needs a PipelineConfig or a Pipeline")
+    limiter = Limiter(limits or ServiceLimits())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = pipeline is None
         app.state.pipeline = pipeline if pipeline is not None else Pipeline.load(config)  # type: ignore[arg-type]
+        limiter.start()
         try:
             yield
         finally:
+            # Running work ends first (it uses the pipeline); then the pipeline's worker and store close.
+            limiter.close()
             if owned:
                 app.state.pipeline.close()
 
@@ -167,12 +207,24 @@ def create_app(
         docs_url=None,  # served below, from local assets when swagger-ui-py is installed
         redoc_url=None,
         responses={
-            400: {"model": ErrorResponse, "description": "refused (e.g. SPARQL UPDATE)"},
+            400: {
+                "model": ErrorResponse,
+                "description": "refused (a SPARQL UPDATE), or a body that is not UTF-8",
+            },
             413: {"model": ErrorResponse, "description": "request body too large"},
             422: {"model": ErrorResponse, "description": "invalid request"},
         },
     )
     app.add_middleware(BodyLimit, limit=max_body_bytes)  # type: ignore[arg-type]
+    app.state.limiter = limiter
+
+    @app.exception_handler(Overloaded)
+    async def overloaded(request: Request, exc: Overloaded) -> JSONResponse:
+        return error_json(503, "overloaded", str(exc), headers={"Retry-After": str(exc.retry_after)})
+
+    @app.exception_handler(DeadlineExceeded)
+    async def deadline(request: Request, exc: DeadlineExceeded) -> JSONResponse:
+        return error_json(504, "deadline", str(exc))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -181,7 +233,8 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_json(exc.status_code, f"http_{exc.status_code}", str(exc.detail))
+        # Keep the exception's headers: a 405 must say which methods the path has (Allow, RFC 9110).
+        return error_json(exc.status_code, f"http_{exc.status_code}", str(exc.detail), headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
@@ -196,18 +249,31 @@ def create_app(
             return error_json(400, "read_only", result.error.message)
         return result.to_json()
 
-    @app.post("/ask", response_model=AskResponse, summary="Answer a question")
-    def ask(body: AskRequest, request: Request) -> Any:
+    # The handlers below are coroutines only to await the limiter; the pipeline work runs in its workers.
+    @app.post("/ask", response_model=AskResponse, summary="Answer a question", responses=LIMITED_RESPONSES)
+    async def ask(body: AskRequest, request: Request) -> Any:
         """Generate an intermediate query, resolve its placeholders, run it read-only, label the answers."""
-        return answer(current(request).ask(body.question))
+        return answer(await limiter.run(current(request).ask, body.question))
 
-    @app.post("/resolve", response_model=AskResponse, summary="Resolve (and run) an intermediate query")
-    def resolve(body: ResolveRequest, request: Request) -> Any:
+    @app.post(
+        "/resolve",
+        response_model=AskResponse,
+        summary="Resolve (and run) an intermediate query",
+        responses=LIMITED_RESPONSES,
+    )
+    async def resolve(body: ResolveRequest, request: Request) -> Any:
         """Resolve a SPARQL-PGMR text written elsewhere; an UPDATE is refused with 400 and never executed."""
-        return answer(current(request).resolve_text(body.query, question=body.question, execute=body.execute))
+        p = current(request)
+        work = partial(p.resolve_text, body.query, question=body.question, execute=body.execute)
+        return answer(await limiter.run(work))
 
-    @app.get("/memory/search", response_model=SearchResponse, summary="Search the memory")
-    def memory_search(
+    @app.get(
+        "/memory/search",
+        response_model=SearchResponse,
+        summary="Search the memory",
+        responses=LIMITED_RESPONSES,
+    )
+    async def memory_search(
         request: Request,
         q: str = Query(
             ..., min_length=1, max_length=MAX_QUESTION_CHARS, description="label, or 'label, description'"
@@ -215,7 +281,7 @@ def create_app(
         kind: Literal["entity", "relation"] = Query("entity"),
         k: int = Query(5, ge=1, le=50),
     ) -> Any:
-        hits = current(request).search(q, kind, k)
+        hits = await limiter.run(current(request).search, q, kind, k)
         return {
             "query": q,
             "kind": kind,
@@ -231,8 +297,9 @@ def create_app(
             ],
         }
 
-    @app.get("/health", response_model=HealthResponse, summary="Liveness and what is loaded")
-    def health(request: Request) -> Any:
+    # A coroutine on purpose: it needs no worker, so it answers even when every worker is busy.
+    @app.get("/health", response_model=HealthResponse, summary="Liveness, what is loaded, and the load")
+    async def health(request: Request) -> Any:
         p = current(request)
         return {
             "status": "ok",
@@ -242,6 +309,7 @@ def create_app(
             "memory": {"entities": len(p.memory.entities), "relations": len(p.memory.relations)},
             "store": p.config.store,
             "kg_check": p.config.kg_check and p.store is not None,
+            "load": {**limiter.snapshot(), "deadline_seconds": limiter.limits.deadline},
         }
 
     @app.get("/", include_in_schema=False)
@@ -268,4 +336,4 @@ def create_app(
     return app
 
 
-__all__ = ["MAX_BODY_BYTES", "BodyLimit", "create_app"]
+__all__ = ["LIMITED_RESPONSES", "MAX_BODY_BYTES", "BodyLimit", "create_app"]

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 MAX_QUESTION_CHARS = 1000
 MAX_QUERY_CHARS = 8000
 
 
+# "Blank" is spelt out, and the same set is in the documented pattern: Python's str.strip(), JSON Schema
+# (ECMA) and pydantic (Rust) each have their own idea of \s, and with str.strip() a question of one U+001D
+# (a control character Python counts as whitespace) as a /resolve query met the published schema but was
+# refused (found by schemathesis).
+_BLANK = " \t\n\r\f\v"
+NOT_BLANK_PATTERN = "[^ \\t\\n\\r\\f\\v]"  # matches (anywhere) iff the text is not only those characters
+
+
 def _not_blank(value: str) -> str:
-    value = value.strip()
+    value = value.strip(_BLANK)
     if not value:
         raise ValueError("must not be blank")
     return value
@@ -20,7 +28,13 @@ def _not_blank(value: str) -> str:
 class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(..., min_length=1, max_length=MAX_QUESTION_CHARS, examples=["Who founded Intel?"])
+    question: str = Field(
+        ...,
+        min_length=1,
+        max_length=MAX_QUESTION_CHARS,
+        examples=["Who founded Intel?"],
+        json_schema_extra={"pattern": NOT_BLANK_PATTERN},
+    )
 
     _strip = field_validator("question")(_not_blank)
 
@@ -38,9 +52,11 @@ class ResolveRequest(BaseModel):
             "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\n"
             "entity0 = [ENT] Intel [/ENT]\nrelation0 = [REL] founded by [/REL]"
         ],
+        json_schema_extra={"pattern": NOT_BLANK_PATTERN},
     )
     question: str | None = Field(None, max_length=MAX_QUESTION_CHARS)
-    execute: bool = True
+    # Strict: JSON `0` or `"no"` is not a boolean (lax coercion would run, or not run, a query by accident).
+    execute: StrictBool = True
 
     _strip = field_validator("query")(_not_blank)
 
@@ -136,6 +152,19 @@ class SearchResponse(BaseModel):
     hits: list[SearchHitOut]
 
 
+class LoadOut(BaseModel):
+    """The limiter's state (pgmr.service.limits): requests at work and waiting, its bounds, and its counts."""
+
+    in_progress: int
+    queued: int
+    max_concurrency: int
+    max_queue: int
+    deadline_seconds: float
+    completed: int
+    rejected: int
+    deadline_exceeded: int
+
+
 class HealthResponse(BaseModel):
     status: Literal["ok"]
     version: str
@@ -144,6 +173,7 @@ class HealthResponse(BaseModel):
     memory: dict[str, int]
     store: str | None
     kg_check: bool
+    load: LoadOut | None = None
 
 
 class ErrorBody(BaseModel):
