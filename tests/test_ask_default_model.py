@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 import re
-from pathlib import Path
 
 import pytest
 
@@ -74,18 +73,15 @@ def test_the_default_model_answers_qald_questions_the_graph_holds(pipeline, qald
     )  # the answer is found, not written
 
 
-def test_a_question_about_nothing_in_memory_is_refused_with_its_reason(pipeline, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from dataclasses import replace
-
-    from pgmr.pipeline import Pipeline
-
-    strict = Pipeline.load(replace(pipeline.config, entity_threshold=0.85))
-    try:
-        result = strict.ask("Who is the mayor of Zorblaxopolis on Quuxia Prime?")
-    finally:
-        strict.close()
-    assert result.status == "refused"
+def test_a_question_about_nothing_in_memory_is_refused_with_its_reason(pipeline) -> None:  # type: ignore[no-untyped-def]
+    # The default configuration: refusal is on at the shipped threshold, nothing set here.
+    result = pipeline.ask("Who is the mayor of Zorblaxopolis on Quuxia Prime?")
+    assert result.status == "refused", result.to_json()
     assert result.reason and "entity" in result.reason and result.unsupported
+    assert "rejected: confidence" in result.reason  # the reason says why the best candidate was rejected
+    for name in result.unsupported:
+        placeholder = next(p for p in result.placeholders if p.name == name)
+        assert placeholder.confidence is not None and placeholder.confidence < placeholder.min_confidence
 
 
 def test_pgmr_ask_cli_returns_the_gold_answer(pipeline) -> None:  # type: ignore[no-untyped-def]

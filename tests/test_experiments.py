@@ -506,31 +506,42 @@ def test_distractors_resolve_one_set_of_outputs_against_growing_memories(
     assert result.exit_code == 2 and "'x'" in result.output
 
 
-def test_refusal_sweep_refuses_questions_whose_entities_left_the_memory(
+def test_refusal_sweep_refuses_questions_whose_entities_or_relations_left_the_memory(
     data_dir: Path, memory_dir: Path, tmp_path: Path
 ) -> None:
     oracle = _oracle(data_dir, tmp_path / "oracle.jsonl", 30)
     out = tmp_path / "refusal"
     args = ["refusal", "--out", str(out), "--memory", str(memory_dir), "--limit", "30"]
-    result = _invoke(data_dir, *args, "--predictions", str(oracle), "--entity-threshold", "0.8")
+    result = _invoke(data_dir, *args, "--predictions", str(oracle), "--threshold", "0.5")
     assert result.exit_code == 0, result.output
     doc = _metrics(out)
-    sample = doc["sample"]
-    assert sample["answerable"] + sample["unanswerable"] == sample["questions"] > 10
-    assert sample["unanswerable"] >= sample["questions"] // 2 and sample["removed_entities"] > 0
-    curve = doc["curve"]
-    coverage = [p["coverage"] for p in curve]
-    recall = [p["refusal_recall"] for p in curve]
-    assert coverage == sorted(coverage, reverse=True) and recall == sorted(recall)
-    assert doc["chosen"]["threshold"] == 0.8 and doc["chosen"]["sweep_agrees"] is True
-    rows = list(read_jsonl(out / "threshold-0.8" / "predictions.jsonl"))
-    assert sum(r["status"] == "refused" for r in rows) == doc["chosen"]["refused_by_resolver"]
+    assert doc["threshold"] == 0.5 and set(doc["variants"]) == {"entity-removed", "relation-removed"}
+    for name, variant in doc["variants"].items():
+        sample = variant["sample"]
+        assert sample["answerable"] + sample["unanswerable"] == sample["questions"] > 10, name
+        assert sample["unanswerable"] > 0 and sample["removed_ids"] > 0, name
+        curve = variant["curve"]
+        coverage = [p["coverage"] for p in curve]
+        recall = [p["refusal_recall"] for p in curve]
+        assert coverage == sorted(coverage, reverse=True) and recall == sorted(recall), name
+        rc = variant["risk_coverage"]
+        assert rc and [p["coverage"] for p in rc] == sorted(p["coverage"] for p in rc), name
+        assert 0.0 <= variant["area"] <= 1.0, name
+    chosen = doc["variants"]["entity-removed"]["chosen"]
+    assert chosen["threshold"] == 0.5 and chosen["sweep_agrees"] is True
+    rows = list(read_jsonl(out / "threshold-0.5" / "predictions.jsonl"))
+    assert sum(r["status"] == "refused" for r in rows) == chosen["refused_by_resolver"]
     # An unanswerable question's gold entity is gone from the memory, so no answer to it can be the gold.
     unanswered = [r for r in rows if not r["answerable"] and r["status"] == "resolved"]
     assert all(not r["eval"]["query_em"] for r in unanswered)
-    # A perfect generator on answerable questions with descriptions is mostly right and mostly not refused.
+    # A perfect generator on answerable questions is mostly right and mostly not refused.
     answerable = [r for r in rows if r["answerable"] and r["prediction"]]
     assert answerable and sum(r["eval"]["query_em"] for r in answerable) >= len(answerable) / 2
+    full = doc["answerable"]
+    assert full["questions"] == 30 and full["query_em_on"] <= full["query_em_off"]
+    assert full["cost"] == pytest.approx(full["query_em_off"] - full["query_em_on"])
+    report = (out / "report.md").read_text()
+    assert "risk-coverage area" in report and "relation-removed" in report
     assert (out / "refusal.png").read_bytes().startswith(PNG)
 
 

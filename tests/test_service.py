@@ -247,7 +247,7 @@ def test_pgmr_serve_command_serves_and_stops_cleanly(parts: Parts) -> None:
         "--log-level",
         "warning",
     ]
-    command += ["--model", str(parts.model_dir), "--memory", str(parts.memory_dir), "--threshold", "0.8"]
+    command += ["--model", str(parts.model_dir), "--memory", str(parts.memory_dir), "--threshold", "0.1"]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120

@@ -43,6 +43,7 @@ from pgmr.query import IntermediateQuery, IntermediateQueryError, parse
 from pgmr.query.lexer import tokenize
 from pgmr.query.sparql import check_query, with_prefixes
 from pgmr.resolver import PlaceholderEvidence, Refusal, Resolution, Resolver, ResolverConfig
+from pgmr.resolver.support import shipped_threshold
 
 if TYPE_CHECKING:
     from pgmr.kg.store import QueryResult, SparqlStore, Term
@@ -94,8 +95,13 @@ class PipelineConfig:
     store: str | None = None
     data_dir: Path | None = None
     k: int = 5
+    # Similarity gates (off by default): a best candidate less similar than this is refused.
     entity_threshold: float = 0.0
     relation_threshold: float = 0.0
+    # The refusal threshold: a placeholder whose support (pgmr.resolver.support: the estimated probability that
+    # the memory holds what it names) is below it is refused. Default: the threshold chosen on LC-QuAD 2.0 validation
+    # (src/pgmr/resolver/calibration.json); 0 turns refusal off.
+    min_confidence: float = field(default_factory=shipped_threshold)
     kg_check: bool = True
     max_probes: int = 8
     timeout: float = 10.0
@@ -131,6 +137,8 @@ class PipelineConfig:
             value = getattr(self, name)
             if not -1.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be a similarity in [-1, 1], got {value}")
+        if not 0.0 <= self.min_confidence <= 1.0:
+            raise ValueError(f"min_confidence must be a probability in [0, 1], got {self.min_confidence}")
         if self.max_probes < 1:
             raise ValueError(f"max_probes must be at least 1, got {self.max_probes}")
         if not self.timeout > 0:
@@ -146,6 +154,7 @@ class PipelineConfig:
             entity_threshold=self.entity_threshold,
             relation_threshold=self.relation_threshold,
             search_k=max(50, self.k),
+            min_confidence=self.min_confidence,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -176,6 +185,11 @@ class PlaceholderView:
     supported: bool
     candidates: tuple[CandidateView, ...]
     chosen: str | None
+    # The estimated probability that the memory holds what the placeholder names (None: no support model for the kind), the
+    # refusal threshold it is compared with, and why it was rejected ("" when it was not).
+    confidence: float | None = None
+    min_confidence: float = 0.0
+    rejected: str = ""
 
     @classmethod
     def of(cls, evidence: PlaceholderEvidence, chosen: str | None) -> PlaceholderView:
@@ -192,6 +206,9 @@ class PlaceholderView:
                 for c in evidence.candidates
             ),
             chosen=chosen,
+            confidence=evidence.confidence,
+            min_confidence=evidence.min_confidence,
+            rejected="" if evidence.supported else evidence.why_unsupported(),
         )
 
     def to_json(self) -> dict[str, Any]:

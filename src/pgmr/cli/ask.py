@@ -16,6 +16,7 @@ from rich.text import Text
 from pgmr.cli.common import Settings, console, out, print_error
 from pgmr.generators.grounding import LITERAL
 from pgmr.pipeline import AskResult, Pipeline, PipelineConfig, PipelineError, PlaceholderView
+from pgmr.resolver.support import shipped_threshold
 
 MAX_QUESTION_CHARS = 1000
 
@@ -31,7 +32,16 @@ STORE_OPTION = typer.Option(
 )
 K_OPTION = typer.Option(5, "--k", "-k", min=1, max=50, help="Candidates kept per placeholder")
 THRESHOLD_OPTION = typer.Option(
-    0.0, "--threshold", min=-1.0, max=1.0, help="Refuse placeholders whose best similarity is below this"
+    shipped_threshold(),
+    "--threshold",
+    min=0.0,
+    max=1.0,
+    help="Refuse when a placeholder's support (estimated probability that the memory holds what it names) is "
+    "below this "
+    "(default: the setting chosen on LC-QuAD 2.0 validation; 0 never refuses)",
+)
+REFUSAL_OPTION = typer.Option(
+    True, "--refusal/--no-refusal", help="--no-refusal: always answer (the same as --threshold 0)"
 )
 KG_CHECK_OPTION = typer.Option(
     True,
@@ -64,6 +74,7 @@ def build_config(
     max_probes: int,
     timeout: float,
     verify_memory: bool,
+    refusal: bool = True,
 ) -> PipelineConfig:
     """Settings from the command line, checked here; bad ones exit with code 2 and a message."""
     from pgmr.kg.store import default_kg_file
@@ -94,8 +105,7 @@ def build_config(
             store=store_spec,
             data_dir=data_dir,
             k=k,
-            entity_threshold=threshold,
-            relation_threshold=threshold,
+            min_confidence=threshold if refusal else 0.0,
             kg_check=kg_check,
             max_probes=max_probes,
             timeout=timeout,
@@ -157,7 +167,9 @@ def candidate_table(p: PlaceholderView) -> Table:
             style=style,
         )
     if not p.supported:
-        table.caption = f"[magenta]no candidate reaches the threshold {p.threshold:.3f}[/]"
+        table.caption = f"[magenta]rejected: {escape(p.rejected)}[/]"
+    elif p.confidence is not None:
+        table.caption = f"[dim]confidence {p.confidence:.3f} (threshold {p.min_confidence:.3f})[/]"
     return table
 
 
@@ -244,6 +256,7 @@ def ask(
     store: str | None = STORE_OPTION,
     k: int = K_OPTION,
     threshold: float = THRESHOLD_OPTION,
+    refusal: bool = REFUSAL_OPTION,
     kg_check: bool = KG_CHECK_OPTION,
     max_probes: int = MAX_PROBES_OPTION,
     timeout: float = TIMEOUT_OPTION,
@@ -271,6 +284,7 @@ def ask(
         max_probes=max_probes,
         timeout=timeout,
         verify_memory=verify_memory,
+        refusal=refusal,
     )
     pipeline = load_pipeline(config)
     try:
@@ -286,4 +300,4 @@ def ask(
         raise typer.Exit(1)
 
 
-__all__ = ["ask", "build_config", "load_pipeline", "render"]
+__all__ = ["REFUSAL_OPTION", "THRESHOLD_OPTION", "ask", "build_config", "load_pipeline", "render"]

@@ -56,6 +56,19 @@ ENTITY_THRESHOLD_OPTION = typer.Option(0.0, min=-1.0, max=1.0, help="Resolver: e
 RELATION_THRESHOLD_OPTION = typer.Option(
     0.0, min=-1.0, max=1.0, help="Resolver: relation similarity threshold"
 )
+THRESHOLD_OPTION = typer.Option(
+    None,
+    "--threshold",
+    min=0.0,
+    max=1.0,
+    help="pgmr systems: refuse when a placeholder's support (estimated probability that the memory holds what "
+    "it names) is below this (default: the shipped setting, chosen on LC-QuAD 2.0 validation; 0 never refuses)",
+)
+REFUSAL_OPTION = typer.Option(
+    True,
+    "--refusal/--no-refusal",
+    help="--no-refusal: pgmr systems always answer (the same as --threshold 0)",
+)
 PREDICTIONS_OPTION = typer.Option(
     None,
     "--predictions",
@@ -114,9 +127,12 @@ def _workspace(
     relation_copy_bias: float | None = None,
     entity_threshold: float = 0.0,
     relation_threshold: float = 0.0,
+    threshold: float | None = None,
+    refusal: bool = True,
     keep_from: Path | None = None,
 ) -> Any:
     from pgmr.experiments.common import ExperimentError, ExperimentSettings, Workspace, parse_models
+    from pgmr.resolver.support import shipped_threshold
 
     settings: Settings = ctx.obj
     try:
@@ -140,6 +156,7 @@ def _workspace(
             relation_copy_bias=relation_copy_bias,
             entity_threshold=entity_threshold,
             relation_threshold=relation_threshold,
+            min_confidence=(shipped_threshold() if threshold is None else threshold) if refusal else 0.0,
             keep_from=keep_from,
             command=_command(ctx),
         )
@@ -195,6 +212,8 @@ def lcquad2_original(
     relation_copy_bias: float | None = RELATION_COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
+    threshold: float | None = THRESHOLD_OPTION,
+    refusal: bool = REFUSAL_OPTION,
     keep_from: Path | None = KEEP_FROM_OPTION,
 ) -> None:
     """Direct vs RAG vs PGMR (and rag-pgmr when given) on LC-QuAD 2.0 test, beside the paper's Table 1."""
@@ -215,6 +234,8 @@ def lcquad2_original(
         relation_copy_bias=relation_copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
+        threshold=threshold,
+        refusal=refusal,
         keep_from=keep_from,
     )
     _execute(experiment.NAME, ws, lambda: experiment.run(ws))
@@ -234,6 +255,8 @@ def lcquad2_unknown_uri(
     relation_copy_bias: float | None = RELATION_COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
+    threshold: float | None = THRESHOLD_OPTION,
+    refusal: bool = REFUSAL_OPTION,
     keep_from: Path | None = KEEP_FROM_OPTION,
     modes: str = typer.Option("pgmr,direct", help="Modes to train and evaluate: pgmr, direct, rag, rag-pgmr"),
     train: bool = typer.Option(True, "--train/--no-train", help="Train (or resume) before evaluating"),
@@ -313,6 +336,8 @@ def lcquad2_unknown_uri(
         relation_copy_bias=relation_copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
+        threshold=threshold,
+        refusal=refusal,
         keep_from=keep_from,
     )
     _execute(experiment.NAME, ws, lambda: experiment.run(ws, options))
@@ -333,6 +358,8 @@ def qald10(
     relation_copy_bias: float | None = RELATION_COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
+    threshold: float | None = THRESHOLD_OPTION,
+    refusal: bool = REFUSAL_OPTION,
     keep_from: Path | None = KEEP_FROM_OPTION,
     store: str | None = typer.Option(
         None,
@@ -376,6 +403,8 @@ def qald10(
         relation_copy_bias=relation_copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
+        threshold=threshold,
+        refusal=refusal,
         keep_from=keep_from,
     )
     _execute(experiment.NAME, ws, lambda: experiment.run(ws, store=store, timeout=timeout, chat=chat))
@@ -396,6 +425,8 @@ def distractors(
     relation_copy_bias: float | None = RELATION_COPY_BIAS_OPTION,
     entity_threshold: float = ENTITY_THRESHOLD_OPTION,
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
+    threshold: float | None = THRESHOLD_OPTION,
+    refusal: bool = REFUSAL_OPTION,
     sizes: str = typer.Option(
         "1,3,5,9,full", help="Distractors per gold entity, comma-separated; 'full': all"
     ),
@@ -426,6 +457,8 @@ def distractors(
         relation_copy_bias=relation_copy_bias,
         entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
+        threshold=threshold,
+        refusal=refusal,
     )
     _execute(
         experiment.NAME,
@@ -447,14 +480,19 @@ def refusal(
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
     copy_bias: float | None = COPY_BIAS_OPTION,
     relation_copy_bias: float | None = RELATION_COPY_BIAS_OPTION,
-    entity_threshold: float = typer.Option(
-        0.8, min=-1.0, max=1.0, help="The operating threshold, resolved for real besides the sweep"
-    ),
     relation_threshold: float = RELATION_THRESHOLD_OPTION,
+    threshold: float | None = typer.Option(
+        None,
+        "--threshold",
+        min=0.0,
+        max=1.0,
+        help="The operating point, resolved for real besides the sweep (default: the shipped setting)",
+    ),
     seed: int = SEED_OPTION,
     predictions: Path | None = PREDICTIONS_OPTION,
 ) -> None:
-    """Entity-threshold sweep over answerable and unanswerable questions (gold entities removed from memory)."""
+    """Refusal-threshold sweep and risk-coverage over answerable and unanswerable questions (gold entities, or
+    gold relations, removed from the memory)."""
     from pgmr.experiments import refusal as experiment
 
     ws = _workspace(
@@ -470,14 +508,10 @@ def refusal(
         max_new_tokens=max_new_tokens,
         copy_bias=copy_bias,
         relation_copy_bias=relation_copy_bias,
-        entity_threshold=entity_threshold,
         relation_threshold=relation_threshold,
+        threshold=threshold,
     )
-    _execute(
-        experiment.NAME,
-        ws,
-        lambda: experiment.run(ws, threshold=entity_threshold, seed=seed, predictions=predictions),
-    )
+    _execute(experiment.NAME, ws, lambda: experiment.run(ws, seed=seed, predictions=predictions))
 
 
 @app.command("results-doc")

@@ -14,6 +14,7 @@ from pgmr.cli.ask import (
     MAX_PROBES_OPTION,
     MEMORY_OPTION,
     MODEL_OPTION,
+    REFUSAL_OPTION,
     STORE_OPTION,
     THRESHOLD_OPTION,
     TIMEOUT_OPTION,
@@ -44,6 +45,7 @@ def serve(
     store: str | None = STORE_OPTION,
     k: int = K_OPTION,
     threshold: float = THRESHOLD_OPTION,
+    refusal: bool = REFUSAL_OPTION,
     kg_check: bool = KG_CHECK_OPTION,
     max_probes: int = MAX_PROBES_OPTION,
     timeout: float = TIMEOUT_OPTION,
@@ -103,6 +105,7 @@ def serve(
         max_probes=max_probes,
         timeout=timeout,
         verify_memory=True,
+        refusal=refusal,
     )
     # Loaded here rather than in the app's lifespan so that a missing model or memory is a one-line error.
     pipeline = load_pipeline(config)

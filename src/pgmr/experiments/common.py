@@ -104,6 +104,10 @@ class ExperimentSettings:
     relation_copy_bias: float | None = None
     entity_threshold: float = 0.0
     relation_threshold: float = 0.0
+    # pgmr systems refuse a placeholder whose support (estimated probability that the memory holds what it
+    # names) is below this
+    # (pgmr.resolver.support); the shipped setting by default, 0 never refuses.
+    min_confidence: float = field(default_factory=lambda: _shipped_threshold())
     command: str = ""
     progress: bool = True
     # An earlier run of the same experiment (its metrics.json or directory): systems this run cannot
@@ -125,8 +129,15 @@ class ExperimentSettings:
             "relation_copy_bias": self.relation_copy_bias,
             "entity_threshold": self.entity_threshold,
             "relation_threshold": self.relation_threshold,
+            "min_confidence": self.min_confidence,
             "keep_from": str(self.keep_from) if self.keep_from else None,
         }
+
+
+def _shipped_threshold() -> float:
+    from pgmr.resolver.support import shipped_threshold
+
+    return shipped_threshold()
 
 
 def parse_models(text: str | None) -> dict[str, Path]:
@@ -282,6 +293,7 @@ class Workspace:
         config = ResolverConfig(
             entity_threshold=self.settings.entity_threshold,
             relation_threshold=self.settings.relation_threshold,
+            min_confidence=self.settings.min_confidence,
         )
         return Resolver(memory or self.memory, config, prior=prior)
 
@@ -740,23 +752,41 @@ def carry_over(
 # --- sub-memories -----------------------------------------------------------------------------------------
 
 
-def sub_memory(memory: Memory, keep_entities: Collection[str], *, chunk: int = 50_000) -> Memory:
-    """`memory` with only the entities in `keep_entities` (relations all kept), from the memory's own stored
-    vectors: nothing is re-encoded. The entity index is rebuilt flat (exact); vectors of an ivfpq memory are
-    its PQ approximations."""
-    from pgmr.memory import Memory, MemoryDictionary, create_index
+def sub_memory(
+    memory: Memory,
+    keep_entities: Collection[str] | None,
+    *,
+    keep_relations: Collection[str] | None = None,
+    chunk: int = 50_000,
+) -> Memory:
+    """`memory` with only the entities in `keep_entities` and the relations in `keep_relations` (None keeps
+    all of a kind), from the memory's own stored vectors: nothing is re-encoded. A reduced index is rebuilt
+    flat (exact); vectors of an ivfpq memory are its PQ approximations."""
+    from pgmr.memory import Memory
 
-    keep = set(keep_entities)
-    source = memory.entities
+    dictionaries = dict(memory.manifest.dictionaries)
+    reduced = {}
+    for kind, keep in (("entity", keep_entities), ("relation", keep_relations)):
+        source = memory.dictionary(kind)  # type: ignore[arg-type]
+        if keep is None:
+            reduced[kind] = source
+            continue
+        reduced[kind] = _sub_dictionary(source, set(keep), memory, chunk)
+        dictionaries[kind] = replace(dictionaries[kind], ids=len(reduced[kind]), rows=len(reduced[kind].rows))
+    manifest = replace(memory.manifest, dictionaries=dictionaries)
+    return Memory(
+        reduced["entity"], reduced["relation"], memory.encoder, manifest, prior_counts=memory.prior_counts
+    )
+
+
+def _sub_dictionary(source: Any, keep: set[str], memory: Memory, chunk: int) -> Any:
+    from pgmr.memory import MemoryDictionary, create_index
+
     positions = np.array([i for i, row in enumerate(source.rows) if row.id in keep], dtype=np.int64)
     index = create_index("flat", memory.encoder.dimension)
     for start in range(0, len(positions), chunk):
         index.add(source.index.reconstruct(positions[start : start + chunk]))
-    entities = MemoryDictionary("entity", [source.rows[i] for i in positions.tolist()], index, memory.encoder)
-    dictionaries = dict(memory.manifest.dictionaries)
-    dictionaries["entity"] = replace(dictionaries["entity"], ids=len(entities), rows=len(entities.rows))
-    manifest = replace(memory.manifest, dictionaries=dictionaries)
-    return Memory(entities, memory.relations, memory.encoder, manifest, prior_counts=memory.prior_counts)
+    return MemoryDictionary(source.kind, [source.rows[i] for i in positions.tolist()], index, memory.encoder)
 
 
 # --- outputs ----------------------------------------------------------------------------------------------

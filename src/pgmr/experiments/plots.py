@@ -129,43 +129,52 @@ def distractor_plot(results: Sequence[Mapping[str, Any]], path: Path, *, title: 
     return saved
 
 
-def refusal_plot(
-    curve: Sequence[Mapping[str, Any]], path: Path, *, title: str, chosen: float | None
-) -> Path | None:
-    """Left: refusal precision/recall and answerable refused against the threshold; right: coverage vs
-    accuracy of the answered questions."""
+def refusal_plot(doc: Mapping[str, Any], path: Path, *, title: str) -> Path | None:
+    """Left: refusal precision/recall and answerable refused against the confidence threshold, one colour per
+    unanswerable set; right: the risk-coverage curves (Query EM of the answered questions against coverage)."""
     plt = _pyplot()
     if plt is None:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    t = [p["threshold"] for p in curve]
-    axes[0].plot(t, [p["refusal_precision"] for p in curve], label="refusal precision")
-    axes[0].plot(t, [p["refusal_recall"] for p in curve], "--", label="refusal recall")
-    axes[0].plot(t, [p["answerable_refused"] for p in curve], ":", label="answerable refused")
-    if chosen is not None:
-        axes[0].axvline(chosen, color="grey", linewidth=0.8)
-    axes[0].set_xlabel("entity similarity threshold")
+    colours = ("tab:blue", "tab:orange", "tab:green")
+    for colour, (name, v) in zip(colours, doc["variants"].items(), strict=False):
+        curve = v["curve"]
+        t = [p["threshold"] for p in curve]
+        axes[0].plot(t, [p["refusal_precision"] for p in curve], color=colour, label=f"precision ({name})")
+        axes[0].plot(t, [p["refusal_recall"] for p in curve], "--", color=colour, label=f"recall ({name})")
+        axes[0].plot(
+            t,
+            [p["answerable_refused"] for p in curve],
+            ":",
+            color=colour,
+            label=f"answerable refused ({name})",
+        )
+        rc = v.get("risk_coverage") or []
+        axes[1].plot(
+            [p["coverage"] for p in rc],
+            [p["accuracy"] for p in rc],
+            color=colour,
+            label=f"{name} (area {v['area']:.3f})" if v.get("area") is not None else name,
+        )
+    full = doc.get("answerable") or {}
+    if full.get("risk_coverage"):
+        axes[1].plot(
+            [p["coverage"] for p in full["risk_coverage"]],
+            [p["accuracy"] for p in full["risk_coverage"]],
+            color="black",
+            label=f"none removed (area {full['area']:.3f})",
+        )
+    if doc.get("threshold") is not None:
+        axes[0].axvline(doc["threshold"], color="grey", linewidth=0.8)
+    axes[0].set_xlabel("refusal threshold (confidence)")
     axes[0].set_ylim(-0.02, 1.02)
     axes[0].set_title("Refusal precision / recall", fontsize=10)
-    axes[0].legend(fontsize=7)
-    axes[1].plot(
-        [p["coverage"] for p in curve],
-        [p["answered_accuracy"] for p in curve],
-        marker=".",
-        label="Query EM of answered",
-    )
-    axes[1].plot(
-        [p["coverage"] for p in curve],
-        [p["answered_uri_em"] for p in curve],
-        marker=".",
-        linestyle="--",
-        label="URI EM of answered",
-    )
-    axes[1].set_xlabel("coverage (share answered)")
-    axes[1].set_ylabel("accuracy of answered")
+    axes[0].legend(fontsize=6)
+    axes[1].set_xlabel("coverage (share answered, most confident first)")
+    axes[1].set_ylabel("Query EM of answered")
     axes[1].set_xlim(-0.02, 1.02)
     axes[1].set_ylim(-0.02, 1.02)
-    axes[1].set_title("Coverage vs accuracy", fontsize=10)
+    axes[1].set_title("Risk-coverage", fontsize=10)
     axes[1].legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()

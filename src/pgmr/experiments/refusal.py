@@ -1,23 +1,28 @@
-"""refusal: does PGMR refuse the questions its memory cannot answer? An entity-threshold sweep over the pgmr
-model's outputs for answerable and unanswerable questions.
+"""refusal: does PGMR refuse the questions its memory cannot answer, and only those? A sweep of the refusal
+threshold over the pgmr model's outputs for answerable and unanswerable questions, and the risk-coverage curve.
 
-The evaluated questions that mention an entity are shuffled (seeded) and halved; the gold entities of the
-first half are removed from the memory (a sub-memory built from the full memory's stored vectors). A question
-is answerable when every gold entity of it is still in that memory; questions of the second half that lost
-an entity through one shared with the first half count as unanswerable too. The model's outputs are
-generated once and resolved once without a threshold: a threshold only decides whether the resolved query is
-returned or refused (the weakest entity placeholder's best similarity below it refuses), so the sweep needs
-no further resolution. At the chosen --entity-threshold the outputs are also resolved for real, and that
-resolution's refusals must be the ones the sweep predicts (recorded as `sweep_agrees`).
+The refusal threshold gates each placeholder's confidence: the estimated probability that the memory holds what
+the placeholder names (its best candidate is right, or the ID it names is in the memory) (pgmr.resolver.support, a small model fitted on LC-QuAD 2.0 validation by scripts/fit_refusal.py,
+which also chose the shipped threshold; test only reports). A question is refused when any placeholder's
+confidence is below the threshold.
+
+Unanswerable questions are made two ways (pgmr.experiments.unanswerable): gold entities removed from the memory
+(the questions that mention an entity are shuffled and halved; the first half's gold entities go) and gold
+relations removed (half the distinct gold relations go). The model's outputs are generated once and resolved
+once per memory without refusal: a threshold only decides whether the resolved query is returned, so the
+sweep needs no further resolution. At the chosen threshold the entity-removed outputs are also resolved for
+real, and that resolution's refusals must be the ones the sweep predicts (recorded as `sweep_agrees`).
 
 Refusal precision: refused questions that are unanswerable / refused; recall: refused unanswerable /
 unanswerable; coverage: questions answered (resolved, not refused; unparsable outputs never are) / all;
-accuracy: Query EM (and URI EM) of the answered ones.
+accuracy: Query EM (and URI EM) of the answered ones. The risk-coverage curve orders the questions by their
+weakest placeholder's confidence and gives the Query EM of the answered ones at each coverage; its area is the
+mean of that over the coverage steps (times the largest coverage). On the full memory (every question
+answerable) the cost of refusal is the Query EM lost against refusal off.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,10 +31,8 @@ from pgmr.experiments.common import (
     ExperimentError,
     Workspace,
     base_rows,
-    gold_entities,
     md_table,
     metrics_document,
-    min_entity_similarity,
     parse_outputs,
     pct,
     pgmr_outputs,
@@ -37,16 +40,14 @@ from pgmr.experiments.common import (
     resolution_fields,
     resolve_parsed,
     score,
-    sub_memory,
     write_experiment,
     write_system,
 )
 
 NAME = "refusal"
-TITLE = "Refusal: entity-threshold sweep over answerable and unanswerable questions"
+TITLE = "Refusal: confidence-threshold sweep over answerable and unanswerable questions"
 DATASET = "lcquad2-test"
-THRESHOLDS: tuple[float, ...] = tuple(round(0.30 + 0.01 * i, 2) for i in range(71))
-DEFAULT_THRESHOLD = 0.80
+THRESHOLDS: tuple[float, ...] = tuple(round(0.01 * i, 2) for i in range(101))
 # The operating point asked of a threshold: most refusals right, most unanswerable questions refused, few
 # answerable ones lost.
 TARGET = {"refusal_precision": 0.9, "refusal_recall": 0.8, "answerable_refused": 0.1}
@@ -100,111 +101,139 @@ def meets_target(point: Mapping[str, Any]) -> bool:
     )
 
 
+def _open_pass(
+    ws: Workspace, memory: Any, records: Sequence[Any], outputs: Sequence[str], label: str
+) -> tuple[list[Any], list[Any], list[dict[str, Any]], Any]:
+    """Parsed outputs, their resolutions without refusal, scored rows and the evaluation, against `memory`."""
+    from pgmr.resolver import Resolver, ResolverConfig
+
+    resolver = Resolver(memory, ResolverConfig(relation_threshold=ws.settings.relation_threshold))
+    # Grounded against this memory: removed IDs' labels must not steer the grounding either.
+    parsed = parse_outputs(outputs, [r.question for r in records], known=resolver.knows)
+    resolved = resolve_parsed(resolver, parsed, label=f"resolving ({label}, no refusal)")
+    rows = base_rows(records, outputs)
+    for row, result in zip(rows, resolved, strict=True):
+        row.update(resolution_fields(result))
+    return parsed, resolved, rows, score(rows, records, catalog=None, label=f"scoring ({label})")
+
+
 def run(
     ws: Workspace,
     *,
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float | None = None,
     seed: int = 0,
     predictions: Path | None = None,
     thresholds: Sequence[float] = THRESHOLDS,
 ) -> dict[str, Any]:
-    from pgmr.resolver import Resolver, ResolverConfig
+    from pgmr.experiments.unanswerable import VARIANTS, build_set, min_confidence, risk_coverage, thin
 
-    records = [r for r in ws.load_test(DATASET) if gold_entities([r])]
+    threshold = ws.settings.min_confidence if threshold is None else threshold
+    records = ws.load_test(DATASET)
     if len(records) < 2:
-        raise ExperimentError("the refusal sweep needs at least two questions that mention an entity")
-    order = list(range(len(records)))
-    random.Random(seed).shuffle(order)
-    records = [records[i] for i in order]
-    half = len(records) // 2
-    removed = gold_entities(records[:half])
-    full = ws.memory
-    memory = sub_memory(full, full.entities.ids() - removed)
-    kept = memory.entities.ids()
-    answerable = [gold_entities([r]) <= kept for r in records]
-
+        raise ExperimentError("the refusal sweep needs at least two questions")
     outputs, source = pgmr_outputs(ws, records, predictions)
-    relation_threshold = ws.settings.relation_threshold
-    # Never refusing on entities: every parsable output gets its resolution and its weakest entity similarity.
-    open_resolver = Resolver(
-        memory, ResolverConfig(entity_threshold=-1.0, relation_threshold=relation_threshold)
-    )
-    # Grounded against the reduced memory: the removed entities' labels must not steer the grounding either.
-    parsed = parse_outputs(outputs, [r.question for r in records], known=open_resolver.knows)
-    resolved = resolve_parsed(open_resolver, parsed, label="resolving (no threshold)")
-    rows = base_rows(records, outputs)
-    for row, result in zip(rows, resolved, strict=True):
-        row.update(resolution_fields(result))
-    evaluation = score(rows, records, catalog=None, label="scoring (no threshold)")
-    query_em = [r.query_em for r in evaluation.records]
-    uri_em = [r.uri_em for r in evaluation.records]
-    # Refused already without an entity threshold: a relation threshold did it, at every entity threshold.
-    similarities = [
-        float("-inf") if row["status"] == "refused" else min_entity_similarity(r)
-        for r, row in zip(resolved, rows, strict=True)
-    ]
+    by_id = {r.id: o for r, o in zip(records, outputs, strict=True)}
     grid = sorted({*thresholds, threshold})
-    curve = sweep(similarities, answerable, query_em, uri_em, grid)
-    meeting = [p for p in curve if meets_target(p)]
-    best = max(meeting, key=lambda p: (p["refusal_recall"], -p["threshold"])) if meeting else None
 
-    # The chosen threshold, resolved for real.
-    chosen = Resolver(
-        memory, ResolverConfig(entity_threshold=threshold, relation_threshold=relation_threshold)
-    )
-    at_threshold = resolve_parsed(chosen, parsed, label=f"resolving (threshold {threshold:g})")
-    chosen_rows = base_rows(records, outputs)
-    for row, result, ok in zip(chosen_rows, at_threshold, answerable, strict=True):
-        row.update(resolution_fields(result))
-        row["answerable"] = ok
-    chosen_eval = score(chosen_rows, records, catalog=None, label=f"scoring (threshold {threshold:g})")
-    write_system(
-        ws.out_dir / f"threshold-{threshold:g}",
-        chosen_rows,
-        chosen_eval,
-        command=ws.settings.command,
-        inputs={"experiment": NAME, "entity_threshold": threshold, "gold": DATASET},
-        title=f"{NAME}: entity threshold {threshold:g}",
-    )
-    point = next(p for p in curve if p["threshold"] == threshold)
-    refused_for_real = sum(1 for row in chosen_rows if row["status"] == "refused")
+    # Every question answerable (the full memory): what refusal costs.
+    _, resolved, _, evaluation = _open_pass(ws, ws.memory, records, outputs, "full memory")
+    em = [r.query_em for r in evaluation.records]
+    conf = [min_confidence(r) for r in resolved]
+    kept = [c is not None and c >= threshold for c in conf]
+    rc, area = risk_coverage(conf, em)
+    answerable_doc = {
+        "questions": len(records),
+        "query_em_off": sum(em) / len(em),
+        "query_em_on": sum(e and k for e, k in zip(em, kept, strict=True)) / len(em),
+        "refused": sum(c is not None and c < threshold for c in conf) / len(em),
+        "risk_coverage": thin(rc),
+        "area": area,
+    }
+    answerable_doc["cost"] = answerable_doc["query_em_off"] - answerable_doc["query_em_on"]
+
+    variants: dict[str, Any] = {}
+    for variant in VARIANTS:
+        try:
+            subset = build_set(variant, records, ws.memory, seed)
+        except ValueError as exc:
+            raise ExperimentError(str(exc)) from None
+        sub_outputs = [by_id[r.id] for r in subset.records]
+        parsed, resolved, _, evaluation = _open_pass(ws, subset.memory, subset.records, sub_outputs, variant)
+        query_em = [r.query_em for r in evaluation.records]
+        uri_em = [r.uri_em for r in evaluation.records]
+        conf = [min_confidence(r) for r in resolved]
+        curve = sweep(conf, subset.answerable, query_em, uri_em, grid)
+        meeting = [p for p in curve if meets_target(p)]
+        rc, area = risk_coverage(conf, query_em)
+        point = dict(next(p for p in curve if p["threshold"] == threshold))
+        if variant == VARIANTS[0]:
+            point.update(_for_real(ws, subset, parsed, sub_outputs, threshold))
+            point["sweep_agrees"] = point["refused_by_resolver"] == point["refused"]
+        variants[variant] = {
+            "sample": {**subset.summary(), "unparsable_outputs": sum(c is None for c in conf)},
+            "curve": curve,
+            "chosen": point,
+            "meets_target": meets_target(point),
+            "thresholds_meeting_target": [p["threshold"] for p in meeting],
+            "risk_coverage": thin(rc),
+            "area": area,
+        }
     doc = metrics_document(
         ws,
         NAME,
         TITLE,
-        settings={
-            "dataset": DATASET,
-            "questions": len(records),
-            "seed": seed,
-            "entity_threshold": threshold,
-            "thresholds": [grid[0], grid[-1], len(grid)],
-        },
+        settings={"dataset": DATASET, "questions": len(records), "seed": seed, "threshold": threshold},
         source=source,
-        sample={
-            "questions": len(records),
-            "answerable": sum(answerable),
-            "unanswerable": len(records) - sum(answerable),
-            "removed_entities": len(removed),
-            "entities_in_memory": len(memory.entities),
-            "unparsable_outputs": sum(1 for s in similarities if s is None),
-        },
-        chosen={
-            **point,
-            "refused_by_resolver": refused_for_real,
-            "sweep_agrees": refused_for_real == point["refused"],
-            "overall": dict(chosen_eval.overall),
-        },
-        thresholds_meeting_target=[p["threshold"] for p in meeting],
+        calibration=_calibration_info(),
+        threshold=threshold,
         target=TARGET,
-        best=best,
-        curve=curve,
+        answerable=answerable_doc,
+        variants=variants,
     )
     from pgmr.experiments.plots import refusal_plot
 
-    path = refusal_plot(curve, ws.out_dir / f"{NAME}.png", title=TITLE, chosen=threshold)
+    path = refusal_plot(doc, ws.out_dir / f"{NAME}.png", title=TITLE)
     doc["plots"] = [path.name] if path else []
     write_experiment(ws, doc, report(doc))
     return doc
+
+
+def _for_real(
+    ws: Workspace, subset: Any, parsed: Sequence[Any], outputs: Sequence[str], threshold: float
+) -> dict[str, Any]:
+    """The chosen threshold resolved for real; its refusals must be the sweep's."""
+    from pgmr.resolver import Resolver, ResolverConfig
+
+    chosen = Resolver(
+        subset.memory,
+        ResolverConfig(relation_threshold=ws.settings.relation_threshold, min_confidence=threshold),
+    )
+    results = resolve_parsed(chosen, parsed, label=f"resolving (threshold {threshold:g})")
+    rows = base_rows(subset.records, outputs)
+    for row, result, ok in zip(rows, results, subset.answerable, strict=True):
+        row.update(resolution_fields(result))
+        row["answerable"] = ok
+    evaluation = score(rows, subset.records, catalog=None, label=f"scoring (threshold {threshold:g})")
+    write_system(
+        ws.out_dir / f"threshold-{threshold:g}",
+        rows,
+        evaluation,
+        command=ws.settings.command,
+        inputs={"experiment": NAME, "min_confidence": threshold, "gold": DATASET},
+        title=f"{NAME}: threshold {threshold:g} (entity-removed)",
+    )
+    return {"refused_by_resolver": sum(1 for row in rows if row["status"] == "refused")}
+
+
+def _calibration_info() -> dict[str, Any]:
+    from pgmr.resolver.support import shipped_calibration
+
+    calibration = shipped_calibration()
+    return {
+        "shipped_threshold": calibration.threshold,
+        "fitted_on": calibration.provenance.get("fitted_on"),
+        "fitted_at": calibration.provenance.get("fitted_at"),
+    }
 
 
 def _point_row(p: Mapping[str, Any]) -> list[str]:
@@ -219,48 +248,127 @@ def _point_row(p: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def tables(doc: Mapping[str, Any]) -> str:
-    chosen = doc.get("chosen", {}).get("threshold")
-    shown = [
-        p for p in doc.get("curve", []) if round(p["threshold"] * 100) % 5 == 0 or p["threshold"] == chosen
-    ]
-    header = [
-        "threshold",
-        "refusal precision",
-        "refusal recall",
-        "answerable refused",
-        "coverage",
-        "Query EM of answered",
-        "URI EM of answered",
-    ]
+HEADER = [
+    "threshold",
+    "refusal precision",
+    "refusal recall",
+    "answerable refused",
+    "coverage",
+    "Query EM of answered",
+    "URI EM of answered",
+]
+
+
+def _legacy_tables(doc: Mapping[str, Any]) -> str:
+    """A run published before the confidence threshold (an entity-similarity sweep, one unanswerable set)."""
+    shown = [p for p in doc.get("curve", []) if round(p["threshold"] * 100) % 5 == 0]
     sample = doc.get("sample", {})
-    best = doc.get("best")
+    return "\n".join(
+        [
+            md_table(HEADER, [_point_row(p) for p in shown]),
+            "",
+            f"Entity-similarity thresholds. {sample.get('questions')} questions: {sample.get('answerable')} "
+            f"answerable, {sample.get('unanswerable')} unanswerable. Percent.",
+        ]
+    )
+
+
+def tables(doc: Mapping[str, Any]) -> str:
+    if "variants" not in doc:
+        return _legacy_tables(doc)
+    threshold = doc.get("threshold")
+    variants: Mapping[str, Any] = doc["variants"]
+    answerable = doc.get("answerable", {})
+    summary = []
+    for name, v in variants.items():
+        p, sample = v["chosen"], v["sample"]
+        summary.append(
+            [
+                name,
+                str(sample["questions"]),
+                f"{sample['answerable']} / {sample['unanswerable']}",
+                pct(p["refusal_precision"], 1),
+                pct(p["refusal_recall"], 1),
+                pct(p["answerable_refused"], 1),
+                pct(p["coverage"], 1),
+                pct(p["answered_accuracy"], 1),
+                "-" if v.get("area") is None else f"{v['area']:.3f}",
+                "yes" if v.get("meets_target") else "no",
+            ]
+        )
+    summary.append(
+        [
+            "none removed (all answerable)",
+            str(answerable.get("questions")),
+            f"{answerable.get('questions')} / 0",
+            "-",
+            "-",
+            pct(answerable.get("refused"), 1),
+            pct(1 - (answerable.get("refused") or 0.0), 1),
+            "-",
+            "-" if answerable.get("area") is None else f"{answerable['area']:.3f}",
+            "",
+        ]
+    )
     lines = [
-        md_table(header, [_point_row(p) for p in shown]),
+        f"At the threshold {threshold:.2f} (a placeholder's support: the estimated probability that the memory holds what it names):",
         "",
-        f"{sample.get('questions')} questions: {sample.get('answerable')} answerable, "
-        f"{sample.get('unanswerable')} unanswerable ({sample.get('removed_entities')} gold entities removed from "
-        f"the memory); {sample.get('unparsable_outputs')} model outputs do not parse. Percent.",
+        md_table(
+            [
+                "unanswerable by",
+                "questions",
+                "answerable / unanswerable",
+                "refusal precision",
+                "refusal recall",
+                "answerable refused",
+                "coverage",
+                "Query EM of answered",
+                "risk-coverage area",
+                "meets target",
+            ],
+            summary,
+        ),
         "",
-        "Thresholds meeting precision >= 90%, recall >= 80%, answerable refused <= 10%: "
-        + (", ".join(f"{t:.2f}" for t in doc.get("thresholds_meeting_target", [])) or "none")
-        + (f" (best recall at {best['threshold']:.2f})" if best else "")
-        + ". The paper's refusal figures are not transcribed here.",
+        f"Query EM on LC-QuAD 2.0 test with the full memory: {pct(answerable.get('query_em_off'))} with refusal "
+        f"off, {pct(answerable.get('query_em_on'))} at threshold {threshold:.2f} (cost "
+        f"{pct(answerable.get('cost'))} points). Risk-coverage area: mean Query EM of the answered questions over "
+        "the coverage steps, questions answered most-confident first (1 is perfect). Target: refusal precision "
+        ">= 90%, recall >= 80%, answerable refused <= 10%. Percent.",
     ]
+    for name, v in variants.items():
+        shown = [
+            p for p in v["curve"] if round(p["threshold"] * 100) % 10 == 0 or p["threshold"] == threshold
+        ]
+        meeting = v.get("thresholds_meeting_target", [])
+        lines += [
+            "",
+            f"Sweep, {name}:",
+            "",
+            md_table(HEADER, [_point_row(p) for p in shown]),
+            "",
+            "Thresholds meeting the target: "
+            + (
+                f"{meeting[0]:.2f}-{meeting[-1]:.2f} ({len(meeting)} of {len(v['curve'])})"
+                if meeting
+                else "none"
+            )
+            + ".",
+        ]
     return "\n".join(lines)
 
 
 def report(doc: Mapping[str, Any]) -> str:
-    chosen = doc.get("chosen", {})
     parts = report_header(doc)
-    parts += [
-        tables(doc),
-        "",
-        f"At the chosen threshold {chosen.get('threshold')}: the resolver refused {chosen.get('refused_by_resolver')} "
-        f"questions; the sweep agrees: {'yes' if chosen.get('sweep_agrees') else 'NO'}. Scored rows (with "
-        f"`answerable`): `threshold-{chosen.get('threshold'):g}/predictions.jsonl`.",
-        "",
-    ]
+    parts += [tables(doc), ""]
+    chosen = doc.get("variants", {}).get("entity-removed", {}).get("chosen", {})
+    if "refused_by_resolver" in chosen:
+        parts += [
+            f"Resolved for real at threshold {doc.get('threshold'):g} (entity-removed): the resolver refused "
+            f"{chosen['refused_by_resolver']} questions; the sweep agrees: "
+            f"{'yes' if chosen.get('sweep_agrees') else 'NO'}. Scored rows (with `answerable`): "
+            f"`threshold-{doc.get('threshold'):g}/predictions.jsonl`.",
+            "",
+        ]
     for plot in doc.get("plots", []):
         parts += [f"![{NAME}]({plot})", ""]
     return "\n".join(parts)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgmr.query.model import IntermediateQuery, Placeholder
+
+if TYPE_CHECKING:
+    from pgmr.resolver.support import Support
 
 
 @dataclass(frozen=True)
@@ -15,7 +18,7 @@ class Candidate:
     `label_similarity`: cosine of the placeholder label with the entry's rows; `lexical`: edit similarity of
     the label with the entry's label/aliases; `description_similarity`: cosine of "label, description" with the
     entry's rows (None when the placeholder has no description). `similarity` combines them and is what
-    thresholds compare with; `score` adds the prominence prior and decides the ranking.
+    thresholds compare with; `score` adds the prominence prior (`prior`) and decides the ranking.
     """
 
     id: str
@@ -26,22 +29,65 @@ class Candidate:
     label_similarity: float = 0.0
     lexical: float = 0.0
     description_similarity: float | None = None
+    prior: float = 0.0
 
 
 @dataclass(frozen=True)
 class PlaceholderEvidence:
+    """The ranked candidates of one placeholder and the verdict on its best one.
+
+    `threshold` gates the best similarity; `support` (pgmr.resolver.support) is the estimated probability
+    that the memory holds what the placeholder names, with the signals behind it, and `min_confidence` gates it. Supported:
+    both gates passed.
+    """
+
     placeholder: Placeholder
     query_text: str
     candidates: tuple[Candidate, ...]
     threshold: float
+    support: Support | None = None
+    min_confidence: float = 0.0
 
     @property
     def best(self) -> Candidate | None:
         return self.candidates[0] if self.candidates else None
 
     @property
-    def supported(self) -> bool:
+    def confidence(self) -> float | None:
+        return None if self.support is None else self.support.confidence
+
+    @property
+    def similar_enough(self) -> bool:
         return self.best is not None and self.best.similarity >= self.threshold
+
+    @property
+    def confident_enough(self) -> bool:
+        return self.support is None or self.support.confidence >= self.min_confidence
+
+    @property
+    def supported(self) -> bool:
+        return self.similar_enough and self.confident_enough
+
+    def why_unsupported(self) -> str:
+        """Why the best candidate was rejected, in words ("" when it was not)."""
+        best = self.best
+        if best is None:
+            return "the memory has no candidate"
+        reasons = []
+        if not self.similar_enough:
+            reasons.append(f"similarity {best.similarity:.3f} < threshold {self.threshold:.3f}")
+        if not self.confident_enough and self.support is not None:
+            signals = dict(self.support.features)
+            why = f"confidence {self.support.confidence:.3f} < threshold {self.min_confidence:.3f}"
+            weak = []
+            if signals.get("exact", 1.0) < 1.0:
+                weak.append(f"the label is no label or alias of it (edit similarity {best.lexical:.2f})")
+            if signals.get("margin", 1.0) < 0.02:
+                weak.append(f"the runner-up is as close (margin {signals['margin']:.3f})")
+            if signals.get("rivals", 0.0) >= 1.0:
+                weak.append(f"{signals['rivals']:.0f} other candidate(s) share the label")
+            reasons.append(why + (": " + ", ".join(weak) if weak else ""))
+        return "; ".join(reasons)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +97,9 @@ class PlaceholderEvidence:
             "description": self.placeholder.description,
             "query_text": self.query_text,
             "threshold": self.threshold,
+            "min_confidence": self.min_confidence,
+            "confidence": self.confidence,
+            "signals": None if self.support is None else dict(self.support.features),
             "supported": self.supported,
             "candidates": [asdict(c) for c in self.candidates],
         }
@@ -96,10 +145,8 @@ class Refusal:
             if ev.placeholder.name not in self.unsupported:
                 continue
             best = ev.best
-            got = f"best {best.id} ({best.label}) at {best.similarity:.3f}" if best else "no candidate"
-            parts.append(
-                f"{ev.placeholder.name} '{ev.placeholder.label}': {got} < threshold {ev.threshold:.3f}"
-            )
+            got = f"best {best.id} ({best.label}) rejected: " if best else ""
+            parts.append(f"{ev.placeholder.name} '{ev.placeholder.label}': {got}{ev.why_unsupported()}")
         return "no support in memory for " + "; ".join(parts)
 
     def to_json(self) -> dict[str, Any]:

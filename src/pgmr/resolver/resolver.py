@@ -17,6 +17,7 @@ from pgmr.query.model import IntermediateQuery, Placeholder, placeholder_kind
 from pgmr.query.sparql import check_query
 from pgmr.resolver.model import Candidate, PlaceholderEvidence, Refusal, Resolution
 from pgmr.resolver.ranking import Prior, normalize_label
+from pgmr.resolver.support import Calibration, shipped_calibration
 
 
 class ResolutionError(RuntimeError):
@@ -44,6 +45,10 @@ class ResolverConfig:
     fuzzy_k: int = 10
     fuzzy_cutoff: float = 0.8
     batch_size: int = 128
+    # Refuse a placeholder whose support (pgmr.resolver.support: the estimated probability that the memory
+    # holds what it names) is below this; 0 never refuses on it. The resolver's own default stays 0 (the library ranks, the caller
+    # decides); pgmr ask/serve/demo and the experiments pass the shipped threshold.
+    min_confidence: float = 0.0
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.search_k < self.k:
@@ -54,6 +59,8 @@ class ResolverConfig:
                 raise ValueError(f"{name} must be a similarity in [-1, 1], got {value}")
         if not 0.0 <= self.fuzzy_cutoff <= 1.0:
             raise ValueError("fuzzy_cutoff must be in [0, 1]")
+        if not 0.0 <= self.min_confidence <= 1.0:
+            raise ValueError(f"min_confidence must be a probability in [0, 1], got {self.min_confidence}")
         if self.prior_weight < 0 or self.fuzzy_k < 0 or self.canonical_weight < 0:
             raise ValueError("prior_weight, canonical_weight and fuzzy_k must be >= 0")
 
@@ -94,11 +101,16 @@ class _Lexicon:
 
 class Resolver:
     def __init__(
-        self, memory: Memory, config: ResolverConfig | None = None, prior: Prior | None = None
+        self,
+        memory: Memory,
+        config: ResolverConfig | None = None,
+        prior: Prior | None = None,
+        calibration: Calibration | None = None,
     ) -> None:
         self.memory = memory
         self.config = config or ResolverConfig()
         self.prior = prior or Prior(memory.prior_counts)
+        self.calibration = calibration or shipped_calibration()
         self._lexicons: dict[Kind, _Lexicon] = {}
 
     def lexicon(self, kind: Kind) -> _Lexicon:
@@ -200,9 +212,10 @@ class Resolver:
             similarity = label_sim if full_vector is None else (label_sim + full_dense[wid]) / 2
             agree = describing and bool(placeholder.description) == bool(row.description)
             canonical = bool(cfg.canonical_weight) and normalize_label(row.label) == key
+            prior = self.prior(wid)
             score = (
                 similarity
-                + cfg.prior_weight * self.prior(wid)
+                + cfg.prior_weight * prior
                 + cfg.agreement_weight * agree
                 + cfg.canonical_weight * canonical
             )
@@ -216,10 +229,19 @@ class Resolver:
                     label_similarity=round(label_dense[wid], 6),
                     lexical=round(lexical, 6),
                     description_similarity=None if full_vector is None else round(full_dense[wid], 6),
+                    prior=round(prior, 6),
                 )
             )
         ranked.sort(key=lambda c: (-c.score, id_number(c.id), c.id))
-        return PlaceholderEvidence(placeholder, text, tuple(ranked[: cfg.k]), cfg.threshold(placeholder.kind))
+        kept = tuple(ranked[: cfg.k])
+        return PlaceholderEvidence(
+            placeholder,
+            text,
+            kept,
+            cfg.threshold(placeholder.kind),
+            support=self.calibration.support(placeholder, kept),
+            min_confidence=cfg.min_confidence,
+        )
 
     def _decide(self, query: IntermediateQuery, evidence: list[PlaceholderEvidence]) -> Resolution | Refusal:
         unsupported = tuple(ev.placeholder.name for ev in evidence if not ev.supported)

@@ -78,6 +78,11 @@ class PlaceholderOut(BaseModel):
     supported: bool
     candidates: list[CandidateOut]
     chosen: str | None
+    # The estimated probability that the memory holds what the placeholder names (null: no support model for
+    # its kind), the refusal threshold it was compared with (0: refusal off), and why it was rejected.
+    confidence: float | None = None
+    min_confidence: float = 0.0
+    rejected: str = ""
 
 
 class AnswerOut(BaseModel):

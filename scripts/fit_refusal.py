@@ -1,0 +1,243 @@
+"""Fit the refusal support model and choose the shipped threshold, on LC-QuAD 2.0 validation only.
+
+    pgmr generate models/pgmr-default lcquad2-validation -o artifacts/refusal-calibration/validation.generated.jsonl
+    .venv/bin/python scripts/fit_refusal.py --predictions artifacts/refusal-calibration/validation.generated.jsonl
+
+The outputs are resolved (no refusal) against the full memory and against the entity-removed and
+relation-removed memories (pgmr.experiments.unanswerable); every placeholder's signals and whether its best
+candidate is a gold ID are written to <out>/placeholders.jsonl (reused with --rows). A logistic model per kind
+is fitted on the placeholders of both unanswerable sets; the threshold is the one meeting the refusal targets
+on both sets with the least Query EM lost on the full memory. Writes src/pgmr/resolver/calibration.json and
+<out>/fit.json (every figure printed here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pgmr.resolver.fitting import auc, fit_logistic
+from pgmr.resolver.support import FEATURES, Calibration, LogisticModel
+
+CALIBRATION = Path(__file__).resolve().parents[1] / "src/pgmr/resolver/calibration.json"
+# Finer at the low end, where P(right) of a garbled label sits.
+THRESHOLDS = sorted({*(round(0.0025 * i, 4) for i in range(40)), *(round(0.01 * i, 2) for i in range(101))})
+MAX_EM_LOSS = 0.03
+
+
+def collect(predictions: Path, data_dir: Path, memory_dir: Path | None, seed: int) -> list[dict[str, Any]]:
+    from pgmr.config import default_memory_dir
+    from pgmr.datasets import load_named
+    from pgmr.evaluation.metrics import query_exact_match
+    from pgmr.experiments.common import load_predictions, parse_outputs, resolve_parsed, shared_encoder
+    from pgmr.experiments.unanswerable import VARIANTS, build_set, placeholder_rows
+    from pgmr.memory import Memory, read_manifest
+    from pgmr.query import IntermediateQueryError
+    from pgmr.resolver import Resolution, Resolver
+
+    records = list(load_named("lcquad2-validation", data_dir).records)
+    path = memory_dir or default_memory_dir()
+    full = Memory.load(path, encoder=shared_encoder(read_manifest(path).encoder))
+    sets: list[tuple[str, Any, list[Any], list[bool] | None]] = [("full", full, records, None)]
+    for variant in VARIANTS:
+        s = build_set(variant, records, full, seed)
+        print(f"{variant}: {s.summary()}", file=sys.stderr)
+        sets.append((variant, s.memory, list(s.records), list(s.answerable)))
+    rows: list[dict[str, Any]] = []
+    for name, memory, recs, answerable in sets:
+        outputs = load_predictions(predictions, recs)
+        resolver = Resolver(memory)
+        parsed = parse_outputs(outputs, [r.question for r in recs], known=resolver.knows)
+        results = resolve_parsed(resolver, parsed, label=f"resolving ({name})")
+        placeholders = placeholder_rows(results, recs, answerable)
+        for i, (result, record) in enumerate(zip(results, recs, strict=True)):
+            em = isinstance(result, Resolution) and query_exact_match(result.sparql, record.sparql)
+            mine = [p for p in placeholders if p["question"] == i]
+            rows.append(
+                {
+                    "set": name,
+                    "id": record.id,
+                    "parsed": not isinstance(result, IntermediateQueryError),
+                    "answerable": True if answerable is None else answerable[i],
+                    "query_em": bool(em),
+                    "placeholders": [{k: p[k] for k in ("kind", "correct", "features")} for p in mine],
+                }
+            )
+    return rows
+
+
+def question_confidence(row: dict[str, Any], models: dict[str, LogisticModel]) -> float | None:
+    if not row["parsed"]:
+        return None
+    values = [
+        models[p["kind"]].probability(p["features"]) for p in row["placeholders"] if p["kind"] in models
+    ]
+    return min(values, default=1.0)
+
+
+def evaluate(rows: list[dict[str, Any]], models: dict[str, LogisticModel], t: float) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in ("entity-removed", "relation-removed"):
+        part = [r for r in rows if r["set"] == name]
+        conf = [question_confidence(r, models) for r in part]
+        refused = [c is not None and c < t for c in conf]
+        hits = sum(x and not r["answerable"] for x, r in zip(refused, part, strict=True))
+        n_ref = sum(refused)
+        n_un = sum(not r["answerable"] for r in part)
+        n_ans = len(part) - n_un
+        out[name] = {
+            "precision": hits / n_ref if n_ref else None,
+            "recall": hits / n_un if n_un else None,
+            "answerable_refused": sum(x and r["answerable"] for x, r in zip(refused, part, strict=True))
+            / n_ans,
+        }
+    full = [r for r in rows if r["set"] == "full"]
+    conf = [question_confidence(r, models) for r in full]
+    em_off = sum(r["query_em"] for r in full) / len(full)
+    em_on = sum(r["query_em"] and c is not None and c >= t for r, c in zip(full, conf, strict=True)) / len(
+        full
+    )
+    out["full"] = {"query_em_off": em_off, "query_em_on": em_on, "loss": em_off - em_on}
+    return out
+
+
+def meets(point: dict[str, Any]) -> bool:
+    for name in ("entity-removed", "relation-removed"):
+        p = point[name]
+        if (
+            p["precision"] is None
+            or p["precision"] < 0.9
+            or p["recall"] < 0.8
+            or p["answerable_refused"] > 0.1
+        ):
+            return False
+    return point["full"]["loss"] <= MAX_EM_LOSS
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--predictions", type=Path)
+    ap.add_argument("--rows", type=Path, help="placeholders.jsonl of an earlier run (skips resolution)")
+    ap.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+    ap.add_argument("--memory", type=Path)
+    ap.add_argument("--out", type=Path, default=Path("artifacts/refusal-calibration"))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--l2", type=float, default=1.0)
+    ap.add_argument("--features", default=",".join(FEATURES))
+    ap.add_argument("--label", choices=("correct", "supported"), default="correct")
+    ap.add_argument("--write", action="store_true", help=f"write {CALIBRATION.name} into the package")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows_path = args.out / "placeholders.jsonl"
+    if args.rows:
+        rows = [json.loads(line) for line in args.rows.read_text().splitlines()]
+    else:
+        if args.predictions is None:
+            ap.error("--predictions or --rows")
+        rows = collect(args.predictions, args.data_dir, args.memory, args.seed)
+        rows_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    names = [n for n in args.features.split(",") if n]
+    removed_kind = {"entity-removed": "entity", "relation-removed": "relation"}
+    train = [
+        {
+            **p,
+            # "supported": the memory holds the placeholder's target (the question is answerable, or its kind
+            # lost nothing) or the best candidate is right anyway; "correct": the best candidate is a gold ID.
+            "label": p["correct"]
+            if args.label == "correct"
+            else p["correct"] or r["answerable"] or p["kind"] != removed_kind[r["set"]],
+        }
+        for r in rows
+        if r["set"] != "full"
+        for p in r["placeholders"]
+    ]
+    report: dict[str, Any] = {"separability": {}, "models": {}}
+    models: dict[str, LogisticModel] = {}
+    for kind in ("entity", "relation"):
+        mine = [p for p in train if p["kind"] == kind]
+        labels = [p["label"] for p in mine]
+        report["separability"][kind] = {
+            "placeholders": len(mine),
+            "correct": sum(labels),
+            "auc": {n: auc([p["features"][n] for p in mine], labels) for n in FEATURES},
+        }
+        model = fit_logistic([p["features"] for p in mine], labels, names, l2=args.l2)
+        models[kind] = model
+        report["models"][kind] = {
+            **model.to_json(),
+            "auc": auc([model.probability(p["features"]) for p in mine], labels),
+        }
+    curve = [{"threshold": t, **evaluate(rows, models, t)} for t in THRESHOLDS]
+    ok = [p for p in curve if meets(p)]
+    # Among thresholds meeting every target, the one with the most recall on the weaker set.
+    best = (
+        max(
+            ok,
+            key=lambda p: (
+                min(p[v]["recall"] for v in ("entity-removed", "relation-removed")),
+                -p["threshold"],
+            ),
+        )
+        if ok
+        else None
+    )
+    if best is None:
+        # No threshold meets every target: keep the two that protect people asking answerable questions
+        # (answerable refused <= 10% on both sets, Query EM cost <= 3 points) and refuse as much as they allow.
+        safe = [
+            p
+            for p in curve
+            if p["full"]["loss"] <= MAX_EM_LOSS
+            and all(p[v]["answerable_refused"] <= 0.1 for v in ("entity-removed", "relation-removed"))
+        ]
+        best = max(
+            safe,
+            key=lambda p: (
+                min(p[v]["recall"] for v in ("entity-removed", "relation-removed")),
+                -p["threshold"],
+            ),
+        )
+        best = {**best, "fallback": True}
+    report.update({"curve": curve, "meeting": [p["threshold"] for p in ok], "chosen": best})
+    (args.out / "fit.json").write_text(json.dumps(report, indent=1))
+    for kind, sep in report["separability"].items():
+        aucs = ", ".join(f"{n} {v:.3f}" for n, v in sep["auc"].items() if v is not None)
+        print(f"{kind}: {sep['placeholders']} placeholders, {sep['correct']} correct; AUC {aucs}")
+        print(f"  fitted model AUC {report['models'][kind]['auc']:.3f}")
+    for p in curve[::5]:
+        e, r, f = p["entity-removed"], p["relation-removed"], p["full"]
+        print(
+            f"t={p['threshold']:.2f} ent P/R/lost {e['precision'] or math.nan:.3f}/{e['recall']:.3f}/"
+            f"{e['answerable_refused']:.3f} rel {r['precision'] or math.nan:.3f}/{r['recall']:.3f}/"
+            f"{r['answerable_refused']:.3f} EM off/on {f['query_em_off']:.3f}/{f['query_em_on']:.3f}"
+        )
+    print("meeting:", report["meeting"], "chosen:", json.dumps(best))
+    if args.write and best is not None:
+        calibration = Calibration(
+            models,
+            best["threshold"],
+            {
+                "fitted_on": "lcquad2-validation (LC-QuAD 2.0 train, carved: pgmr.datasets.splits)",
+                "generator": "models/pgmr-default",
+                "predictions": str(args.predictions or args.rows),
+                "seed": args.seed,
+                "l2": args.l2,
+                "label": args.label,
+                "placeholders": {k: v["placeholders"] for k, v in report["separability"].items()},
+                "validation": {k: v for k, v in best.items() if k != "threshold"},
+                "command": "python " + " ".join(sys.argv),
+                "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+        )
+        CALIBRATION.write_text(json.dumps(calibration.to_json(), indent=1) + "\n")
+        print(f"wrote {CALIBRATION}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,131 @@
+"""The refusal support model: its signals on a real memory (real encoder, real FAISS), the shipped calibration,
+fitting, and the refusal it drives (a placeholder whose best candidate is probably wrong is refused, and why)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from pgmr.kg.catalog import CatalogEntry, LabelCatalog
+from pgmr.memory import Memory
+from pgmr.query import parse
+from pgmr.resolver import Refusal, Resolution, Resolver, ResolverConfig
+from pgmr.resolver.fitting import auc, fit_logistic
+from pgmr.resolver.support import (
+    FEATURES,
+    Calibration,
+    CalibrationError,
+    LogisticModel,
+    features,
+    shipped_calibration,
+    shipped_threshold,
+)
+from test_resolver import CATALOG
+
+# Not in the memory; its nearest entries are other lost lands, with large (obscure) IDs as most of the real
+# memory's entries have, which is where the support model was fitted.
+ATLANTIS = (
+    "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\n"
+    "entity0 = [ENT] Atlantis [/ENT] legendary sunken island\n"
+    "relation0 = [REL] population [/REL] number of people inhabiting the place"
+)
+LOST_LANDS = [
+    CatalogEntry("Q98765432", "Mu", "hypothetical sunken continent in the Pacific"),
+    CatalogEntry("Q105432789", "Lemuria", "hypothetical lost land in the Indian Ocean"),
+]
+HAMBURG = (
+    "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\n"
+    "entity0 = [ENT] Hamburg [/ENT] city and state in northern Germany\n"
+    "relation0 = [REL] population [/REL] number of people inhabiting the place"
+)
+
+
+@pytest.fixture(scope="module")
+def memory(encoder) -> Memory:  # type: ignore[no-untyped-def]
+    catalog = LabelCatalog([*CATALOG, *LOST_LANDS])
+    return Memory.build_in_memory(catalog, encoder, progress=False, prior_counts={"Q167646": 3})
+
+
+def test_signals_separate_a_spelled_match_from_a_mere_neighbour(memory: Memory) -> None:
+    known, unknown = (Resolver(memory).resolve(parse(text)) for text in (HAMBURG, ATLANTIS))
+    hamburg = dict(known.evidence[0].support.features)  # type: ignore[union-attr]
+    atlantis = dict(unknown.evidence[0].support.features)  # type: ignore[union-attr]
+    assert set(hamburg) == set(FEATURES)
+    assert hamburg["exact"] == hamburg["own_label"] == 1.0 and hamburg["described"] == 1.0
+    assert atlantis["exact"] == 0.0 and atlantis["lexical"] < 0.6
+    # The homonym Hamburg (New York) shares the label: a rival, and the margin to it is what the description won.
+    assert hamburg["rivals"] == 1.0 and hamburg["margin"] > 0
+    assert known.evidence[0].confidence > unknown.evidence[0].confidence  # type: ignore[operator]
+
+
+def test_the_shipped_threshold_refuses_what_the_memory_lacks_and_says_why(memory: Memory) -> None:
+    t = shipped_threshold()
+    result = Resolver(memory, ResolverConfig(min_confidence=t)).resolve(parse(ATLANTIS))
+    assert isinstance(result, Refusal) and result.unsupported == ("entity0",)
+    best = result.evidence[0].best
+    assert best is not None
+    # The reason names the placeholder, its best candidate and why that was rejected.
+    assert f"entity0 'Atlantis': best {best.id} ({best.label}) rejected: confidence" in result.reason
+    assert f"< threshold {t:.3f}" in result.reason and "no label or alias of it" in result.reason
+    payload = result.to_json()["evidence"][0]
+    assert payload["confidence"] < t and payload["min_confidence"] == t and payload["signals"]["exact"] == 0.0
+    answered = Resolver(memory, ResolverConfig(min_confidence=t)).resolve(parse(HAMBURG))
+    assert isinstance(answered, Resolution) and answered.mapping_dict()["entity0"] == "Q1055"
+
+
+def test_refusal_never_changes_the_ranking(memory: Memory) -> None:
+    queries = [parse(HAMBURG), parse(ATLANTIS)]
+    off = Resolver(memory).resolve_many(queries)
+    on = Resolver(memory, ResolverConfig(min_confidence=0.99)).resolve_many(queries)
+    for a, b in zip(off, on, strict=True):
+        assert [e.candidates for e in a.evidence] == [e.candidates for e in b.evidence]
+        assert [e.confidence for e in a.evidence] == [e.confidence for e in b.evidence]
+    # Threshold 0 never refuses: the unknown entity gets a real (wrong) ID.
+    assert isinstance(off[1], Resolution)
+
+
+def test_shipped_calibration_is_complete_and_from_validation() -> None:
+    calibration = shipped_calibration()
+    assert set(calibration.models) == {"entity", "relation"}
+    assert 0.0 < calibration.threshold < 1.0
+    assert "validation" in str(calibration.provenance["fitted_on"])
+    assert Calibration.from_json(json.loads(json.dumps(calibration.to_json()))) == calibration
+
+
+def test_bad_calibrations_are_rejected() -> None:
+    good = {"features": ["lexical"], "coef": [1.0], "intercept": 0.0, "mean": [0.5], "scale": [0.1]}
+    LogisticModel.from_json(good)
+    for bad in (
+        {**good, "features": ["shoe size"]},
+        {**good, "coef": [1.0, 2.0]},
+        {**good, "scale": [0.0]},
+        {k: v for k, v in good.items() if k != "intercept"},
+    ):
+        with pytest.raises(CalibrationError):
+            LogisticModel.from_json(bad)
+    with pytest.raises(CalibrationError):
+        Calibration.from_json({"threshold": 1.5, "models": {"entity": good}})
+    with pytest.raises(ValueError):
+        ResolverConfig(min_confidence=-0.1)
+
+
+def test_fitting_is_deterministic_and_orders_like_the_signal() -> None:
+    rows = [{n: 0.0 for n in FEATURES} | {"lexical": i / 20, "margin": (i % 3) / 10} for i in range(21)]
+    labels = [i >= 12 or i == 5 for i in range(21)]
+    model = fit_logistic(rows, labels, ["lexical", "margin"])
+    assert model == fit_logistic(rows, labels, ["lexical", "margin"])
+    p = [model.probability(r) for r in rows]
+    assert model.coef[0] > 0 and p[20] > 0.9 > 0.1 > p[0]
+    assert auc(p, labels) == auc([r["lexical"] for r in rows], labels) > 0.9
+    assert auc([1.0, 1.0], [True, False]) == 0.5 and auc([1.0], [True]) is None
+
+
+def test_a_placeholder_without_candidates_has_no_support() -> None:
+    placeholder = parse(
+        "SELECT ?x WHERE { ?x wdt:relation0 ?y }\nrelation0 = [REL] instance of [/REL]"
+    ).placeholders[0]
+    assert features(placeholder, ()) == dict.fromkeys(FEATURES, 0.0)
+    support = shipped_calibration().support(placeholder, ())
+    assert support is not None and support.confidence == 0.0 and not math.isnan(support.confidence)
