@@ -16,16 +16,13 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import signal
-import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from rich.table import Table
 
 from _common import console, write_result
-from serve_load import free_port, start_server, wait_healthy
+from serve_load import add_server_arguments, running_service
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from api_fuzzing import load_schema, run  # noqa: E402
@@ -46,41 +43,21 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, default=1, help="schemathesis workers (operations in parallel)"
     )
-    parser.add_argument("--startup-timeout", type=float, default=300.0)
-    parser.add_argument("--data-dir")
-    parser.add_argument("--model")
-    parser.add_argument("--memory")
-    parser.add_argument("--store")
+    add_server_arguments(parser)
     args = parser.parse_args()
     if not 1 <= args.max_examples <= 1_000_000:
         raise SystemExit("--max-examples must be between 1 and 1000000")
     seed = args.seed if args.seed is not None else random.getrandbits(32)
 
-    server = None
-    log = None
-    if args.url:
-        url = args.url.rstrip("/")
-        host = urlsplit(url).hostname or ""
-        if host not in ("127.0.0.1", "localhost", "::1") and not host.startswith("127."):
-            raise SystemExit("--url must be a loopback address: this bench only fuzzes this machine")
-    else:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        log = Path(os.environ.get("TMPDIR", "/tmp")) / f"pgmr-api-fuzz-{port}.log"
-        server = start_server(args, port, log)
-    try:
-        health = wait_healthy(url, server, log, args.startup_timeout)
-        console.print(f"service ready: {health}")
-        console.print(f"fuzzing {url} with up to {args.max_examples} cases per operation, seed {seed}")
-        report = run(load_schema(url, max_examples=args.max_examples, seed=seed, workers=args.workers))
-    finally:
-        if server is not None:
-            os.killpg(server.pid, signal.SIGINT)  # uvicorn shuts down cleanly on SIGINT
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait()
+    with running_service(args, "api-fuzz") as service:
+        console.print(f"service ready: {service.health}")
+        console.print(
+            f"fuzzing {service.url} with up to {args.max_examples} cases per operation, seed {seed}"
+        )
+        report = run(
+            load_schema(service.url, max_examples=args.max_examples, seed=seed, workers=args.workers)
+        )
+    log, health = service.log, service.health
     if log is not None and "Traceback" in log.read_text(errors="replace"):
         report.errors.append(f"the server logged a traceback: see {log}")
 

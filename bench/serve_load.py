@@ -21,6 +21,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -47,20 +50,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(args: argparse.Namespace, port: int, log: Path) -> subprocess.Popen:
-    pgmr = Path(sys.executable).with_name("pgmr")
-    command = [str(pgmr)]
-    if args.data_dir:
-        command += ["--data-dir", args.data_dir]
-    command += ["serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    for flag, value in (("--model", args.model), ("--memory", args.memory), ("--store", args.store)):
-        if value:
-            command += [flag, value]
-    console.print(f"starting: {' '.join(command)} (log: {log})")
-    handle = log.open("w")
-    return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-
-
 def wait_healthy(url: str, server: subprocess.Popen | None, log: Path | None, limit: float) -> dict:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
@@ -75,6 +64,82 @@ def wait_healthy(url: str, server: subprocess.Popen | None, log: Path | None, li
             pass
         time.sleep(0.5)
     raise SystemExit(f"{url}/health did not answer within {limit:.0f} s")
+
+
+# `pgmr serve` options a bench may pass on (attribute of its argparse namespace, flag); absent ones are skipped.
+SERVE_OPTIONS = (
+    ("model", "--model"),
+    ("memory", "--memory"),
+    ("store", "--store"),
+    ("max_concurrency", "--max-concurrency"),
+    ("max_queue", "--max-queue"),
+    ("deadline", "--deadline"),
+)
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a bench that starts `pgmr serve` itself."""
+    parser.add_argument("--startup-timeout", type=float, default=300.0)
+    parser.add_argument("--data-dir")
+    parser.add_argument("--model")
+    parser.add_argument("--memory")
+    parser.add_argument("--store")
+
+
+def start_server(args: argparse.Namespace, port: int, log: Path) -> subprocess.Popen:
+    command = [str(Path(sys.executable).with_name("pgmr"))]
+    if args.data_dir:
+        command += ["--data-dir", args.data_dir]
+    command += ["serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    for attribute, flag in SERVE_OPTIONS:
+        value = getattr(args, attribute, None)
+        if value is not None:
+            command += [flag, str(value)]
+    console.print(f"starting: {' '.join(command)} (log: {log})")
+    handle = log.open("w")
+    return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    os.killpg(server.pid, signal.SIGINT)  # uvicorn shuts down cleanly on SIGINT
+    try:
+        server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+@dataclass(frozen=True)
+class Service:
+    url: str
+    server: subprocess.Popen | None  # None: a service given by --url, not started here
+    log: Path | None
+    health: dict
+
+
+@contextmanager
+def running_service(args: argparse.Namespace, name: str) -> Iterator[Service]:
+    """`args.url` (loopback only: these benches send traffic to this machine alone) or a `pgmr serve` started
+    on a free 127.0.0.1 port and stopped at the end; yields it once /health answers."""
+    server = None
+    log = None
+    if getattr(args, "url", None):
+        url = args.url.rstrip("/")
+        host = urlsplit(url).hostname or ""
+        if host not in ("127.0.0.1", "localhost", "::1") and not host.startswith("127."):
+            raise SystemExit(
+                "--url must be a loopback address: this bench only sends traffic to this machine"
+            )
+    else:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        log = Path(os.environ.get("TMPDIR", "/tmp")) / f"pgmr-{name}-{port}.log"
+        server = start_server(args, port, log)
+    try:
+        yield Service(url, server, log, wait_healthy(url, server, log, args.startup_timeout))
+    finally:
+        if server is not None:
+            stop_server(server)
 
 
 async def fire(url: str, questions: list[str], timeout: float) -> tuple[list[dict], float]:
@@ -113,44 +178,17 @@ def main() -> None:
     parser.add_argument("--url", help="a running pgmr service on loopback (default: start one)")
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
-    parser.add_argument("--startup-timeout", type=float, default=300.0)
-    parser.add_argument("--data-dir")
-    parser.add_argument("--model")
-    parser.add_argument("--memory")
-    parser.add_argument("--store")
+    add_server_arguments(parser)
     args = parser.parse_args()
     if not 1 <= args.requests <= 1000:
         raise SystemExit("--requests must be between 1 and 1000")
 
-    server = None
-    log = None
-    if args.url:
-        url = args.url.rstrip("/")
-        host = urlsplit(url).hostname or ""
-        if host not in ("127.0.0.1", "localhost", "::1") and not host.startswith("127."):
-            raise SystemExit(
-                "--url must be a loopback address: this bench only sends traffic to this machine"
-            )
-    else:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        log = Path(os.environ.get("TMPDIR", "/tmp")) / f"pgmr-serve-load-{port}.log"
-        server = start_server(args, port, log)
-    try:
-        started = time.perf_counter()
-        health = wait_healthy(url, server, log, args.startup_timeout)
+    started = time.perf_counter()
+    with running_service(args, "serve-load") as service:
         startup = time.perf_counter() - started
-        console.print(f"service ready ({startup:.1f} s): {health}")
+        console.print(f"service ready ({startup:.1f} s): {service.health}")
         questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(args.requests)]
-        results, wall = asyncio.run(fire(url, questions, args.timeout))
-    finally:
-        if server is not None:
-            os.killpg(server.pid, signal.SIGINT)  # uvicorn shuts down cleanly on SIGINT
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait()
+        results, wall = asyncio.run(fire(service.url, questions, args.timeout))
 
     latencies = [r["seconds"] for r in results]
     errors = [r for r in results if r["http"] != 200]
@@ -170,7 +208,7 @@ def main() -> None:
         "wall_seconds": wall,
         "throughput_rps": len(results) / wall,
         "server_startup_seconds": None if args.url else startup,
-        "service": health,
+        "service": service.health,
         "cpus": os.cpu_count(),
     }
     table = Table(title=f"pgmr serve: {len(results)} concurrent POST /ask")

@@ -29,13 +29,9 @@ import asyncio
 import contextlib
 import itertools
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -43,7 +39,7 @@ import psutil
 from rich.table import Table
 
 from _common import console, write_result
-from serve_load import QUESTIONS, free_port, percentile, wait_healthy
+from serve_load import QUESTIONS, add_server_arguments, percentile, running_service
 
 # A hand-written intermediate query (no generation) and memory searches: the other endpoints that do work.
 RESOLVE_QUERY = (
@@ -63,36 +59,6 @@ def request_plan() -> itertools.cycle[tuple[str, str, dict[str, Any]]]:
             plan.append(("POST", "/resolve", {"json": {"query": RESOLVE_QUERY}}))
             plan.append(("GET", "/memory/search", {"params": {"q": SEARCHES[i // 4 % 2], "k": 5}}))
     return itertools.cycle(plan)
-
-
-def start_server(args: argparse.Namespace, port: int, log: Path) -> subprocess.Popen:
-    """`pgmr serve` as bench/serve_load.py starts it, plus the limit options."""
-    command = [str(Path(sys.executable).with_name("pgmr"))]
-    if args.data_dir:
-        command += ["--data-dir", args.data_dir]
-    command += ["serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    for flag, value in (
-        ("--model", args.model),
-        ("--memory", args.memory),
-        ("--store", args.store),
-        ("--max-concurrency", args.max_concurrency),
-        ("--max-queue", args.max_queue),
-        ("--deadline", args.deadline),
-    ):
-        if value is not None:
-            command += [flag, str(value)]
-    console.print(f"starting: {' '.join(command)} (log: {log})")
-    handle = log.open("w")
-    return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def stop_server(server: subprocess.Popen) -> None:
-    os.killpg(server.pid, signal.SIGINT)  # uvicorn shuts down cleanly on SIGINT
-    try:
-        server.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
 
 
 class RssSampler:
@@ -269,26 +235,19 @@ def main() -> None:
     )
     parser.add_argument("--overload-timeout", type=float, default=120.0, help="seconds per overload request")
     parser.add_argument("--probes", type=int, default=5, help="requests timed alone while the queue is full")
-    parser.add_argument("--startup-timeout", type=float, default=300.0)
     parser.add_argument("--max-concurrency", type=int, help="passed to pgmr serve")
     parser.add_argument("--max-queue", type=int, help="passed to pgmr serve")
     parser.add_argument("--deadline", type=float, help="passed to pgmr serve")
-    parser.add_argument("--data-dir")
-    parser.add_argument("--model")
-    parser.add_argument("--memory")
-    parser.add_argument("--store")
+    add_server_arguments(parser)
     args = parser.parse_args()
     if not 0 < args.minutes <= 24 * 60:
         raise SystemExit("--minutes must be more than 0 and at most 1440")
     if not 1 <= args.concurrency <= 256:
         raise SystemExit("--concurrency must be between 1 and 256")
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"pgmr-serve-soak-{port}.log"
-    server = start_server(args, port, log)
-    try:
-        health = wait_healthy(url, server, log, args.startup_timeout)
+    with running_service(args, "serve-soak") as service:
+        url, server, health, log = service.url, service.server, service.health, service.log
+        assert server is not None  # started here: its memory is what the soak measures
         console.print(f"service ready: {health}")
         load = health.get("load") or {}
         admitted = int(load.get("max_concurrency", 16)) + int(load.get("max_queue", 256))
@@ -305,8 +264,6 @@ def main() -> None:
         )
         after = httpx.post(f"{url}/ask", json={"question": QUESTIONS[0]}, timeout=args.timeout)
         final_health = httpx.get(f"{url}/health", timeout=10).json()
-    finally:
-        stop_server(server)
 
     soak_seconds = args.minutes * 60
     baseline_minute = 2.0 if args.minutes >= 4 else args.minutes / 2
