@@ -9,3 +9,12 @@ def encoder():
     from pgmr.memory.encoders import SentenceTransformerEncoder
 
     return SentenceTransformerEncoder()
+
+
+@pytest.fixture(scope="session")
+def parts(tmp_path_factory: pytest.TempPathFactory, encoder: object):  # type: ignore[no-untyped-def]
+    """The small real pipeline parts of test_pipeline.py (data, memory, KG, tiny trained models), built once
+    per session for every module that serves or asks with them."""
+    from test_pipeline import build_parts
+
+    return build_parts(tmp_path_factory, encoder)

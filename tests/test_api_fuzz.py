@@ -16,18 +16,13 @@ import pytest
 
 from api_fuzzing import FuzzReport, load_schema, run
 from pgmr.service import create_app
-from test_pipeline import Parts, build_parts
+from test_pipeline import Parts
 from test_service import running_server
 
 # Hypothesis cases per operation, valid and invalid together (the examples and coverage phases add theirs): enough to reach
 # the validation edges, few enough for a CI run of about half a minute on 2 cores.
 MAX_EXAMPLES = 20
 OPERATIONS = {"POST /ask", "POST /resolve", "GET /memory/search", "GET /health"}
-
-
-@pytest.fixture(scope="session")
-def parts(tmp_path_factory: pytest.TempPathFactory, encoder: object) -> Parts:
-    return build_parts(tmp_path_factory, encoder)
 
 
 @pytest.fixture(scope="module")

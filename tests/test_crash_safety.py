@@ -23,6 +23,7 @@ from pgmr.failpoints import FAILPOINT_DIR_ENV, FAILPOINTS_ENV
 from pgmr.jsonl import write_jsonl
 from pgmr.kg.catalog import LabelCatalog
 from pgmr.memory import Memory, MemoryNotFoundError, memory_text
+from test_generators_cli import train_rows
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 START_TIMEOUT = 240.0  # seconds until a run reaches its failpoint (imports and model loads on a busy CPU)
@@ -65,16 +66,7 @@ QUERIES = [memory_text("Germany", "country"), memory_text("Rome", "capital of It
 def _data_dir(root: Path, entities: list[dict]) -> Path:
     write_jsonl(root / "memory" / "entities.jsonl", entities)
     write_jsonl(root / "memory" / "properties.jsonl", PROPERTIES)
-    rows = []
-    for qid, name, _, _, _ in COUNTRIES:
-        for pid, question in (
-            ("P1082", "How many people live in {}?"),
-            ("P36", "What is the capital of {}?"),
-        ):
-            sparql = f"SELECT ?x WHERE {{ wd:{qid} wdt:{pid} ?x }}"
-            rows.append({"uid": len(rows) + 1, "question": question.format(name), "sparql_wikidata": sparql})
-        ask = f"ASK {{ wd:{qid} wdt:P31 wd:Q5 }}"
-        rows.append({"uid": len(rows) + 1, "question": f"Is {name} a human?", "sparql_wikidata": ask})
+    rows = train_rows([(qid, name) for qid, name, *_ in COUNTRIES])
     write_jsonl(root / "lcquad2" / "train.jsonl", rows)
     return root
 

@@ -34,10 +34,10 @@ PROPERTIES = [
 ]
 
 
-def _train_rows() -> list[dict]:
+def train_rows(named: list[tuple[str, str]]) -> list[dict]:
+    """LC-QuAD 2.0 style rows (population, capital, is-a-human) about each (QID, name)."""
     rows = []
-    for entity in ENTITIES[:5]:
-        qid, name = entity["id"], entity["label"]
+    for qid, name in named:
         for pid, question in (
             ("P1082", "How many people live in {}?"),
             ("P36", "What is the capital of {}?"),
@@ -47,6 +47,10 @@ def _train_rows() -> list[dict]:
         ask = f"ASK {{ wd:{qid} wdt:P31 wd:Q5 }}"
         rows.append({"uid": len(rows) + 1, "question": f"Is {name} a human?", "sparql_wikidata": ask})
     return rows
+
+
+def _train_rows() -> list[dict]:
+    return train_rows([(e["id"], e["label"]) for e in ENTITIES[:5]])
 
 
 def _jsonl(path: Path, rows: list[dict]) -> Path:

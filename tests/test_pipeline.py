@@ -178,11 +178,6 @@ def build_parts(tmp_path_factory: pytest.TempPathFactory, encoder: object) -> Pa
     return _PARTS[0]
 
 
-@pytest.fixture(scope="session")
-def parts(tmp_path_factory: pytest.TempPathFactory, encoder: object) -> Parts:
-    return build_parts(tmp_path_factory, encoder)
-
-
 @pytest.fixture(scope="module")
 def pipeline(parts: Parts) -> Iterator[Pipeline]:
     loaded = Pipeline.load(parts.config())

@@ -17,7 +17,16 @@ from typer.testing import CliRunner
 from pgmr.cli.main import app
 from pgmr.pipeline import PipelineConfig
 from pgmr.resolver.support import shipped_threshold
-from test_pipeline import ATLANTIS, BERLIN, ENTITIES, PRIOR_COUNTS, PROPERTIES, Parts, build_parts
+from test_pipeline import (
+    ATLANTIS,
+    BERLIN,
+    ENTITIES,
+    PRIOR_COUNTS,
+    PROPERTIES,
+    Parts,
+    _ask_args,
+    build_parts,
+)
 
 runner = CliRunner()
 LOST_LANDS = [
@@ -41,19 +50,6 @@ def parts(tmp_path_factory: pytest.TempPathFactory, encoder: object) -> Parts:
     return replace(shared, memory_dir=memory_dir)
 
 
-def _ask(parts: Parts, *extra: str) -> list[str]:
-    return [
-        "--data-dir",
-        str(parts.data_dir),
-        "ask",
-        "--model",
-        str(parts.model_dir),
-        "--memory",
-        str(parts.memory_dir),
-        *extra,
-    ]
-
-
 def test_defaults_carry_the_shipped_threshold() -> None:
     t = shipped_threshold()
     assert 0.0 < t < 1.0
@@ -64,7 +60,7 @@ def test_defaults_carry_the_shipped_threshold() -> None:
 
 
 def test_cli_ask_refuses_by_default_and_says_why(parts: Parts) -> None:
-    result = runner.invoke(app, _ask(parts, ATLANTIS, "--json"))
+    result = runner.invoke(app, _ask_args(parts, ATLANTIS, "--json"))
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["status"] == "refused" and payload["unsupported"] == ["entity0"]
@@ -76,7 +72,7 @@ def test_cli_ask_refuses_by_default_and_says_why(parts: Parts) -> None:
     )
     assert entity["rejected"] and "confidence" in entity["rejected"]
     # The rendered view says it too.
-    shown = runner.invoke(app, _ask(parts, ATLANTIS), terminal_width=200)
+    shown = runner.invoke(app, _ask_args(parts, ATLANTIS), terminal_width=200)
     assert (
         shown.exit_code == 0 and "status: refused" in shown.stdout and "rejected: confidence" in shown.stdout
     )
@@ -84,10 +80,10 @@ def test_cli_ask_refuses_by_default_and_says_why(parts: Parts) -> None:
 
 def test_cli_ask_answers_when_refusal_is_off(parts: Parts) -> None:
     for off in (["--no-refusal"], ["--threshold", "0"]):
-        payload = json.loads(runner.invoke(app, _ask(parts, ATLANTIS, *off, "--json")).stdout)
+        payload = json.loads(runner.invoke(app, _ask_args(parts, ATLANTIS, *off, "--json")).stdout)
         assert payload["status"] in ("answered", "empty") and payload["mapping"]["entity0"]
     # A question the memory supports is answered with the default.
-    payload = json.loads(runner.invoke(app, _ask(parts, BERLIN, "--json")).stdout)
+    payload = json.loads(runner.invoke(app, _ask_args(parts, BERLIN, "--json")).stdout)
     assert payload["status"] == "answered" and payload["boolean"] is True
 
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from pgmr.service import MAX_BODY_BYTES, create_app
-from test_pipeline import ATLANTIS, BERLIN, HAMBURG, PARIS, TARGETS, TRIPLES, Parts, build_parts
+from test_pipeline import ATLANTIS, BERLIN, HAMBURG, PARIS, TARGETS, TRIPLES, Parts
 
 
 @contextmanager
@@ -43,11 +43,6 @@ def running_server(app: Any, timeout: float = 60.0) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=15)
         sock.close()
-
-
-@pytest.fixture(scope="session")
-def parts(tmp_path_factory: pytest.TempPathFactory, encoder: object) -> Parts:
-    return build_parts(tmp_path_factory, encoder)
 
 
 @pytest.fixture(scope="module")
@@ -226,6 +221,18 @@ def test_concurrent_asks_match_sequential_ones(client: httpx.Client, base_url: s
         )
 
 
+def wait_for_health(server: Any, port: int, limit: float = 120.0) -> dict:
+    """/health of a `pgmr serve` process started on `port`, once it answers (the process must stay up)."""
+    deadline = time.monotonic() + limit
+    while True:
+        assert server.poll() is None, server.stdout.read()
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2.0).json()
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, "pgmr serve did not come up"
+            time.sleep(0.2)
+
+
 def test_pgmr_serve_command_serves_and_stops_cleanly(parts: Parts) -> None:
     import os
     import signal
@@ -250,16 +257,8 @@ def test_pgmr_serve_command_serves_and_stops_cleanly(parts: Parts) -> None:
     command += ["--model", str(parts.model_dir), "--memory", str(parts.memory_dir), "--threshold", "0.1"]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, server.stdout.read()  # type: ignore[union-attr]
-            try:
-                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2.0)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "pgmr serve did not come up"
-                time.sleep(0.2)
-        assert health.json()["store"] == str(parts.kg_file)  # the data dir's KG is the default store
+        health = wait_for_health(server, port)
+        assert health["store"] == str(parts.kg_file)  # the data dir's KG is the default store
         body = httpx.post(f"http://127.0.0.1:{port}/ask", json={"question": PARIS}, timeout=60).json()
         assert body["status"] == "answered" and body["mapping"]["entity0"] == "Q90"
     finally:

@@ -27,16 +27,11 @@ from pgmr.service import MAX_BODY_BYTES, create_app
 from pgmr.service.limits import DeadlineExceeded, Limiter, Overloaded, ServiceLimits
 from pgmr.service.schemas import MAX_QUERY_CHARS, MAX_QUESTION_CHARS
 from sparql_server import FaultProxy, OxigraphServer
-from test_pipeline import HAMBURG, PARIS, TARGETS, Parts, build_parts
-from test_service import running_server
+from test_pipeline import HAMBURG, PARIS, TARGETS, Parts
+from test_service import running_server, wait_for_health
 
 # One query, no KG-check probes (kg_check is off below): each /resolve costs exactly one delayed store call.
 QUERY = TARGETS[HAMBURG]
-
-
-@pytest.fixture(scope="session")
-def parts(tmp_path_factory: pytest.TempPathFactory, encoder: object) -> Parts:
-    return build_parts(tmp_path_factory, encoder)
 
 
 @pytest.fixture(scope="module")
@@ -264,15 +259,7 @@ def test_pgmr_serve_applies_its_limit_options(parts: Parts) -> None:
     command += ["--max-concurrency", "3", "--max-queue", "7", "--deadline", "12.5"]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, server.stdout.read()  # type: ignore[union-attr]
-            try:
-                load = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2.0).json()["load"]
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "pgmr serve did not come up"
-                time.sleep(0.2)
+        load = wait_for_health(server, port)["load"]
     finally:
         server.terminate()
         server.communicate(timeout=30)

@@ -15,7 +15,7 @@ import pytest
 
 from pgmr.service import create_app
 from sparql_server import Fault, FaultProxy, OxigraphServer
-from test_pipeline import BERLIN, PARIS, Parts, build_parts
+from test_pipeline import BERLIN, PARIS, Parts
 from test_service import running_server
 
 
@@ -23,11 +23,6 @@ from test_service import running_server
 class Served:
     url: str
     proxy: FaultProxy
-
-
-@pytest.fixture(scope="session")
-def parts(tmp_path_factory: pytest.TempPathFactory, encoder: object) -> Parts:
-    return build_parts(tmp_path_factory, encoder)
 
 
 @pytest.fixture(scope="module")

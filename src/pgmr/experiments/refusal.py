@@ -236,16 +236,14 @@ def _calibration_info() -> dict[str, Any]:
     }
 
 
+def _rates(p: Mapping[str, Any]) -> list[str]:
+    """Precision, recall, answerable refused, coverage and Query EM of answered, as table cells."""
+    keys = ("refusal_precision", "refusal_recall", "answerable_refused", "coverage", "answered_accuracy")
+    return [pct(p[key], 1) for key in keys]
+
+
 def _point_row(p: Mapping[str, Any]) -> list[str]:
-    return [
-        f"{p['threshold']:.2f}",
-        pct(p["refusal_precision"], 1),
-        pct(p["refusal_recall"], 1),
-        pct(p["answerable_refused"], 1),
-        pct(p["coverage"], 1),
-        pct(p["answered_accuracy"], 1),
-        pct(p["answered_uri_em"], 1),
-    ]
+    return [f"{p['threshold']:.2f}", *_rates(p), pct(p["answered_uri_em"], 1)]
 
 
 HEADER = [
@@ -287,11 +285,7 @@ def tables(doc: Mapping[str, Any]) -> str:
                 name,
                 str(sample["questions"]),
                 f"{sample['answerable']} / {sample['unanswerable']}",
-                pct(p["refusal_precision"], 1),
-                pct(p["refusal_recall"], 1),
-                pct(p["answerable_refused"], 1),
-                pct(p["coverage"], 1),
-                pct(p["answered_accuracy"], 1),
+                *_rates(p),
                 "-" if v.get("area") is None else f"{v['area']:.3f}",
                 "yes" if v.get("meets_target") else "no",
             ]
