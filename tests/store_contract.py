@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pgmr.kg.store import (
+from pgmr.stores import (
     QueryResult,
     QuerySyntaxError,
     ReadOnlyError,

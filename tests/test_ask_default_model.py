@@ -31,9 +31,9 @@ ANSWERED = {"281": "Q203942", "354": "Q298761"}
 def pipeline(encoder, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     from pgmr.datasets import load_named
     from pgmr.kg.catalog import LabelCatalog
-    from pgmr.kg.store import default_kg_file
     from pgmr.memory import Memory
     from pgmr.pipeline import Pipeline, PipelineConfig
+    from pgmr.stores import default_kg_file
 
     try:
         default_model_dir()

@@ -93,7 +93,7 @@ def test_eval_writes_three_files_against_lcquad2_test(data_dir: Path, tmp_path: 
 
 
 def test_eval_executes_qald_queries_on_the_real_small_kg(data_dir: Path, tmp_path: Path) -> None:
-    from pgmr.kg.store import default_kg_file
+    from pgmr.stores import default_kg_file
 
     rows = [
         {"id": "0", "prediction": "SELECT DISTINCT ?result WHERE { wd:Q761383 wdt:P138 ?result . }"},

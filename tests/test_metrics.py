@@ -312,7 +312,7 @@ def kg_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_answers_from_a_real_store(kg_file: Path) -> None:
-    from pgmr.kg.store import open_store
+    from pgmr.stores import open_store
 
     gold = [
         _record("SELECT ?x WHERE { wd:Q1 wdt:P2 ?x }", "1", answers=Q1_ANSWERS),
@@ -349,7 +349,7 @@ def test_answers_from_a_real_store(kg_file: Path) -> None:
 
 
 def test_numbers_compare_by_value(kg_file: Path) -> None:
-    from pgmr.kg.store import open_store
+    from pgmr.stores import open_store
 
     # QALD-10 question 8 gives "+100" (xsd:decimal); the store returns the same number as "100".
     gold = [_record("SELECT ?t WHERE { wd:Q283 wdt:P2102 ?t }", "8", answers=("+100",))]
@@ -371,7 +371,7 @@ def test_numbers_compare_by_value(kg_file: Path) -> None:
 
 
 def test_store_errors_count_as_empty_answers(kg_file: Path) -> None:
-    from pgmr.kg.stores.http_store import HttpSparqlStore
+    from pgmr.stores.http_store import HttpSparqlStore
     from sparql_server import FaultProxy, OxigraphServer
 
     gold = [

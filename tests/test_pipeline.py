@@ -354,7 +354,7 @@ def served(parts: Parts) -> Iterator[FaultProxy]:
 
 
 def test_ask_end_to_end_against_the_real_sparql_server(pipeline: Pipeline, served: FaultProxy) -> None:
-    from pgmr.kg.stores.http_store import HttpSparqlStore
+    from pgmr.stores.http_store import HttpSparqlStore
 
     served.reset()
     with HttpSparqlStore(served.url, timeout=5.0, retries=1, backoff=0.01) as store:
@@ -383,7 +383,7 @@ def test_ask_end_to_end_against_the_real_sparql_server(pipeline: Pipeline, serve
 def test_every_store_fault_is_a_named_error_and_the_next_question_is_answered(
     pipeline: Pipeline, served: FaultProxy, fault: Fault, times: int, code: str
 ) -> None:
-    from pgmr.kg.stores.http_store import HttpSparqlStore
+    from pgmr.stores.http_store import HttpSparqlStore
 
     served.reset()
     with HttpSparqlStore(served.url, timeout=0.5, retries=1, backoff=0.01) as store:

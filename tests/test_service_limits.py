@@ -21,11 +21,11 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from pgmr.kg.stores.http_store import HttpSparqlStore
 from pgmr.pipeline import Pipeline
 from pgmr.service import MAX_BODY_BYTES, create_app
 from pgmr.service.limits import DeadlineExceeded, Limiter, Overloaded, ServiceLimits
 from pgmr.service.schemas import MAX_QUERY_CHARS, MAX_QUESTION_CHARS
+from pgmr.stores.http_store import HttpSparqlStore
 from sparql_server import FaultProxy, OxigraphServer
 from test_pipeline import HAMBURG, PARIS, TARGETS, Parts
 from test_service import running_server, wait_for_health

@@ -18,7 +18,10 @@ from typer.testing import CliRunner
 
 from pgmr.cli.main import app
 from pgmr.config import resolve_data_dir
-from pgmr.kg.store import (
+from pgmr.stores import (
+    HttpSparqlStore,
+    LoadProgress,
+    OxigraphStore,
     QueryResult,
     QuerySyntaxError,
     ReadOnlyError,
@@ -33,9 +36,8 @@ from pgmr.kg.store import (
     open_store,
     prepare_query,
 )
-from pgmr.kg.stores import HttpSparqlStore, LoadProgress, OxigraphStore
-from pgmr.kg.stores.http_store import USER_AGENT, retry_after_seconds
-from pgmr.kg.stores.oxigraph_store import term_from_oxigraph
+from pgmr.stores.http_store import USER_AGENT, retry_after_seconds
+from pgmr.stores.oxigraph_store import term_from_oxigraph
 from sparql_server import Fault, FaultProxy, OxigraphServer
 from store_contract import CONTRACT_NT, CONTRACT_TRIPLES, SLOW_QUERY, WD, WDT, StoreContract
 

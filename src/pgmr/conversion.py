@@ -16,10 +16,11 @@ from pgmr.datasets import QARecord
 from pgmr.kg.catalog import LabelCatalog
 from pgmr.kg.ids import ID_PREFIXES, WIKIDATA_PREFIXES, id_kind, iri_to_prefixed, is_wikidata_id
 from pgmr.query.errors import IntermediateQueryError
+from pgmr.query.gate import check_query
 from pgmr.query.lexer import Token, tokenize
 from pgmr.query.model import IntermediateQuery, Placeholder, placeholder_kind
 from pgmr.query.parser import parse
-from pgmr.query.sparql import check_query, with_prefixes
+from pgmr.query.sparql import with_prefixes
 
 
 class ConversionError(ValueError):

@@ -40,14 +40,15 @@ from pgmr.generators.base import PGMR_MODES, RAG_MODES, Generator
 from pgmr.generators.grounding import GroundingConfig, ground
 from pgmr.kg.ids import iri_to_prefixed
 from pgmr.query import IntermediateQuery, IntermediateQueryError, parse
+from pgmr.query.gate import check_query
 from pgmr.query.lexer import tokenize
-from pgmr.query.sparql import check_query, with_prefixes
+from pgmr.query.sparql import with_prefixes
 from pgmr.resolver import PlaceholderEvidence, Refusal, Resolution, Resolver, ResolverConfig
 from pgmr.resolver.support import shipped_threshold
 
 if TYPE_CHECKING:
-    from pgmr.kg.store import QueryResult, SparqlStore, Term
     from pgmr.memory import Memory, MemoryHit
+    from pgmr.stores import QueryResult, SparqlStore, Term
 
 # answered: executed, with a result (ASK: either value); empty: executed, no result; resolved: every ID found
 # but no store to run it on; refused: a placeholder lacks support in the memory; invalid: the model output is
@@ -373,7 +374,7 @@ def ranked_combinations(scores: Sequence[Sequence[float]]) -> Iterator[tuple[int
 
 def _read_only_violation(text: str) -> str | None:
     """The refusal message when the SPARQL part of a text is an UPDATE (checked before anything parses it)."""
-    from pgmr.kg.store import ReadOnlyError, StoreError, ensure_read_only
+    from pgmr.stores import ReadOnlyError, StoreError, ensure_read_only
 
     match = _MAPPING_START.search(text)
     body = text[: match.start()] if match else text
@@ -782,7 +783,7 @@ class Pipeline:
         return top[0], "fallback", tuple(probes), top[1]
 
     def _execute(self, sparql: str) -> QueryResult | AskError:
-        from pgmr.kg.store import (
+        from pgmr.stores import (
             QuerySyntaxError,
             ReadOnlyError,
             StoreBadResponse,
@@ -861,7 +862,7 @@ def _memory_dir(memory_dir: Path | None) -> Path:
 def open_configured_store(config: PipelineConfig) -> SparqlStore | None:
     if config.store is None:
         return None
-    from pgmr.kg.store import StoreError, open_store
+    from pgmr.stores import StoreError, open_store
 
     try:
         return open_store(config.store, timeout=config.timeout)

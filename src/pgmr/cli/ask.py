@@ -77,7 +77,7 @@ def build_config(
     refusal: bool = True,
 ) -> PipelineConfig:
     """Settings from the command line, checked here; bad ones exit with code 2 and a message."""
-    from pgmr.kg.store import default_kg_file
+    from pgmr.stores import default_kg_file
 
     try:
         data_dir: Path | None = settings.data_dir

@@ -135,9 +135,9 @@ def evaluate(
 
 def _open_store(spec: str, timeout: float) -> Any:
     try:
-        from pgmr.kg.store import StoreError, open_store
+        from pgmr.stores import StoreError, open_store
     except ImportError:
-        print_error("--store needs pgmr.kg.store, which this installation lacks")
+        print_error("--store needs pgmr.stores, which this installation lacks")
         raise typer.Exit(2) from None
     try:
         return open_store(spec, timeout=timeout)

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pgmr.cli.common import Settings, console, out, print_error, progress_bar
-from pgmr.kg.store import QueryResult, StoreError, default_kg_file, open_store
+from pgmr.stores import QueryResult, StoreError, default_kg_file, open_store
 
 app = typer.Typer(
     help="Load RDF into an embedded store and run read-only SPARQL (embedded store or HTTP endpoint).",
@@ -29,8 +29,8 @@ def load(
     ),
 ) -> None:
     """Bulk-load RDF files into an on-disk oxigraph store."""
-    from pgmr.kg.stores.oxigraph_store import LoadProgress, OxigraphStore
-    from pgmr.kg.stores.oxigraph_store import rdf_format as format_of
+    from pgmr.stores.oxigraph_store import LoadProgress, OxigraphStore
+    from pgmr.stores.oxigraph_store import rdf_format as format_of
 
     for path in files:
         if not path.is_file():

@@ -16,8 +16,9 @@ from typing import Any, Protocol
 from pgmr.datasets.records import QARecord, meta_dict
 from pgmr.kg.ids import WIKIDATA_PREFIXES, iri_to_prefixed
 from pgmr.query.errors import InvalidSparqlError, UnterminatedTokenError
+from pgmr.query.gate import check_query
 from pgmr.query.lexer import Token, tokenize
-from pgmr.query.sparql import check_query, query_algebra, with_prefixes
+from pgmr.query.sparql import query_algebra, with_prefixes
 
 OUTCOMES = ("valid", "invalid", "refused")
 PRIMARY_METRIC = "query_em"
@@ -260,7 +261,7 @@ class _QueryResult(Protocol):
 
 
 class Store(Protocol):
-    """What `evaluate` needs of `pgmr.kg.store.SparqlStore`."""
+    """What `evaluate` needs of `pgmr.stores.SparqlStore`."""
 
     def query(self, sparql: str, *, timeout: float | None = None) -> _QueryResult: ...
 

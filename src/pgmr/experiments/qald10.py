@@ -65,7 +65,7 @@ class ChatOptions:
 def run(
     ws: Workspace, *, store: str | None = None, timeout: float = 30.0, chat: ChatOptions | None = None
 ) -> dict[str, Any]:
-    from pgmr.kg.store import StoreError, default_kg_file, open_store
+    from pgmr.stores import StoreError, default_kg_file, open_store
 
     chat = chat or ChatOptions()
     if (chat.server is None) != (chat.model is None):

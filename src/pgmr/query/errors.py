@@ -86,3 +86,9 @@ class InvalidSparqlError(IntermediateQueryError):
     """The skeleton is not a syntactically valid SPARQL 1.1 query (updates are not queries either)."""
 
     code = "invalid_sparql"
+
+
+class ReadOnlyQueryError(InvalidSparqlError):
+    """SPARQL UPDATE (INSERT, DELETE, LOAD, CLEAR, ...): pgmr only reads knowledge graphs."""
+
+    code = "read_only"

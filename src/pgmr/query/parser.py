@@ -24,9 +24,9 @@ from pgmr.query.errors import (
     RawIdentifierError,
     UnusedMappingError,
 )
+from pgmr.query.gate import check_query
 from pgmr.query.lexer import Token, check_brackets, position, tokenize
 from pgmr.query.model import TAGS, IntermediateQuery, Placeholder, placeholder_kind
-from pgmr.query.sparql import check_query
 
 # Where the mapping block starts: the first line that opens with `name =` (name a plausible identifier).
 _MAPPING_START = re.compile(r"^\s*[A-Za-z_]\w*\s*=(?!=)")

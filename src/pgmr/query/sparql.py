@@ -1,10 +1,8 @@
-"""Real SPARQL parsing: syntax checks with pyoxigraph (fast) and algebra comparison with rdflib."""
+"""SPARQL helpers: standard prefixes, and query comparison by rdflib algebra (the syntax gate is `gate`)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from functools import lru_cache
 from typing import Any
 
 from pgmr.kg.ids import WIKIDATA_PREFIXES
@@ -13,40 +11,6 @@ from pgmr.query.lexer import tokenize
 
 # All standard prefixes on ONE line, so that parser error lines map back by subtracting one.
 _PREFIX_LINE = " ".join(f"PREFIX {k}: <{v}>" for k, v in WIKIDATA_PREFIXES.items())
-_OX_POSITION = re.compile(r"error at (\d+):(\d+)")
-
-
-@lru_cache(maxsize=1)
-def _empty_store() -> Any:
-    import pyoxigraph
-
-    return pyoxigraph.Store()
-
-
-def check_query(sparql: str) -> None:
-    """Raise InvalidSparqlError unless `sparql` parses as a SPARQL 1.1 query (standard prefixes predeclared).
-
-    Parsing is done by evaluating against an empty in-memory store without consuming results: oxigraph parses
-    eagerly and evaluates lazily, so nothing (not even a SERVICE call) is executed.
-    """
-    try:
-        _empty_store().query(f"{_PREFIX_LINE}\n{sparql}")
-    except SyntaxError as exc:
-        msg = str(exc)
-        m = _OX_POSITION.search(msg)
-        line, column = (int(m.group(1)) - 1, int(m.group(2))) if m else (None, None)
-        detail = _OX_POSITION.sub("", msg).lstrip(": ")
-        raise InvalidSparqlError(f"not a valid SPARQL query: {detail}", line, column) from None
-    except Exception as exc:  # oxigraph raises OSError/ValueError/TypeError for odd inputs
-        raise InvalidSparqlError(f"not a valid SPARQL query: {exc}") from None
-
-
-def is_valid_query(sparql: str) -> bool:
-    try:
-        check_query(sparql)
-    except InvalidSparqlError:
-        return False
-    return True
 
 
 def used_prefixes(sparql: str) -> list[str]:

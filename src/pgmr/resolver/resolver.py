@@ -12,9 +12,9 @@ from rapidfuzz import fuzz, process
 from pgmr.conversion import fill, to_skeleton
 from pgmr.kg.ids import ID_PREFIXES, Kind, id_number
 from pgmr.memory import Memory, MemoryDictionary, MemoryHit, memory_text
+from pgmr.query.gate import check_query
 from pgmr.query.lexer import tokenize
 from pgmr.query.model import IntermediateQuery, Placeholder, placeholder_kind
-from pgmr.query.sparql import check_query
 from pgmr.resolver.model import Candidate, PlaceholderEvidence, Refusal, Resolution
 from pgmr.resolver.ranking import Prior, normalize_label
 from pgmr.resolver.support import Calibration, shipped_calibration

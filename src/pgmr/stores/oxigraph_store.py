@@ -12,13 +12,14 @@ from typing import IO, Any
 
 import pyoxigraph as ox
 
-from pgmr.kg.store import (
+from pgmr.stores.base import (
     GRAPH_VARIABLES,
     QueryResult,
     StoreError,
     StoreTimeout,
     Term,
     prepare_query,
+    term_from_oxigraph,
 )
 
 DEFAULT_TIMEOUT = 30.0
@@ -76,20 +77,6 @@ def rdf_format(path: Path, format: str | ox.RdfFormat | None = None) -> ox.RdfFo
             f"cannot tell the RDF format of {path} from its name; pass a format (nt, ttl, nq, ...)"
         )
     return found
-
-
-def term_from_oxigraph(term: Any) -> Term:
-    """A pyoxigraph NamedNode / BlankNode / Literal / Triple as a `Term`."""
-    if isinstance(term, ox.NamedNode):
-        return Term.iri(term.value)
-    if isinstance(term, ox.BlankNode):
-        return Term.bnode(term.value)
-    if isinstance(term, ox.Literal):
-        return Term.literal(term.value, term.datatype.value, term.language)
-    if isinstance(term, ox.Triple):
-        parts = (term_from_oxigraph(x).to_sparql() for x in (term.subject, term.predicate, term.object))
-        return Term("triple", f"<<( {' '.join(parts)} )>>")
-    raise StoreError(f"unexpected RDF term from oxigraph: {term!r}")
 
 
 def result_from_oxigraph(results: Any, cancelled: Callable[[], bool] = lambda: False) -> QueryResult:

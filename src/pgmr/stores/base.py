@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pgmr.kg.ids import WIKIDATA_PREFIXES
+from pgmr.query import gate
+from pgmr.query.errors import InvalidSparqlError, ReadOnlyQueryError
+from pgmr.query.gate import PreparedQuery
 
 TermKind = Literal["iri", "literal", "bnode", "triple"]
 ResultKind = Literal["bindings", "boolean", "graph"]
@@ -179,8 +180,6 @@ def _triple_parts_json(value: str) -> dict[str, Any]:
     """`<<( s p o )>>` as the SPARQL JSON results object of a triple term, read back by oxigraph."""
     import pyoxigraph as ox
 
-    from pgmr.kg.stores.oxigraph_store import term_from_oxigraph
-
     inner = value.strip()
     if inner.startswith("<<(") and inner.endswith(")>>"):
         inner = inner[3:-3]
@@ -189,6 +188,22 @@ def _triple_parts_json(value: str) -> dict[str, Any]:
         ("subject", "predicate", "object"), (triple.subject, triple.predicate, triple.object), strict=True
     )
     return {name: term_from_oxigraph(t).to_json() for name, t in parts}
+
+
+def term_from_oxigraph(term: Any) -> Term:
+    import pyoxigraph as ox
+
+    """A pyoxigraph NamedNode / BlankNode / Literal / Triple as a `Term`."""
+    if isinstance(term, ox.NamedNode):
+        return Term.iri(term.value)
+    if isinstance(term, ox.BlankNode):
+        return Term.bnode(term.value)
+    if isinstance(term, ox.Literal):
+        return Term.literal(term.value, term.datatype.value, term.language)
+    if isinstance(term, ox.Triple):
+        parts = (term_from_oxigraph(x).to_sparql() for x in (term.subject, term.predicate, term.object))
+        return Term("triple", f"<<( {' '.join(parts)} )>>")
+    raise StoreError(f"unexpected RDF term from oxigraph: {term!r}")
 
 
 @dataclass(frozen=True)
@@ -249,134 +264,21 @@ class SparqlStore(Protocol):
 
 
 # --- the read-only gate -------------------------------------------------------------------------------------
-
-QueryForm = Literal["select", "ask", "construct", "describe"]
-UPDATE_KEYWORDS = frozenset(
-    {"INSERT", "DELETE", "LOAD", "CLEAR", "DROP", "CREATE", "ADD", "MOVE", "COPY", "WITH"}
-)
-_QUERY_FORMS = frozenset({"SELECT", "ASK", "CONSTRUCT", "DESCRIBE"})
-_OX_POSITION = re.compile(r"error at (\d+):(\d+):?\s*")
-_MAX_MESSAGE = 300
-# `['0'..='9']`, `['A' ..= 'Z' | ...]`, `[_]`: a bracket of quoted characters, never the token `"["`.
-_CHAR_CLASS = re.compile(r",?\s*\[(?:'[^']*'|[^\]'\"])*\]")
-
-
-@dataclass(frozen=True)
-class PreparedQuery:
-    """A query that passed the gate: `text` declares the standard prefixes it uses."""
-
-    text: str
-    form: QueryForm
-
-
-@lru_cache(maxsize=1)
-def _parser_store() -> Any:
-    import pyoxigraph
-
-    return pyoxigraph.Store()
-
-
-def _tokens(sparql: str) -> list[Any] | None:
-    from pgmr.query.errors import IntermediateQueryError
-    from pgmr.query.lexer import tokenize
-
-    try:
-        return [t for t in tokenize(sparql) if t.kind != "comment"]
-    except IntermediateQueryError:
-        return None
-
-
-def _leading_keyword(tokens: list[Any] | None, sparql: str) -> tuple[str | None, Any]:
-    """The first keyword after the prologue (BASE / PREFIX declarations) and its token."""
-    if tokens is None:  # the lexer gave up (e.g. an open string): the first word will do for a verdict
-        m = re.search(r"[A-Za-z]+", re.sub(r"#[^\n]*", "", sparql))
-        return (m.group().upper() if m else None), None
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        word = tok.text.upper() if tok.kind == "keyword" else None
-        if word == "BASE":
-            i += 2
-        elif word == "PREFIX":
-            i += 3
-        else:
-            return word, tok
-    return None, None
-
-
-def _syntax_error(exc: Exception, shift: int) -> QuerySyntaxError:
-    msg = " ".join(str(exc).split())
-    m = _OX_POSITION.search(msg)
-    line = column = None
-    if m:
-        line, column = int(m.group(1)) - shift, int(m.group(2))
-        msg = _OX_POSITION.sub("", msg, count=1)
-    # oxigraph lists the character classes it expected ('A' ..= 'Z' | ...): noise to a reader.
-    msg = _CHAR_CLASS.sub("", msg)
-    if len(msg) > _MAX_MESSAGE:
-        msg = msg[:_MAX_MESSAGE] + " ..."
-    where = f" at line {line}, column {column}" if line is not None and line > 0 else ""
-    return QuerySyntaxError(f"invalid SPARQL query{where}: {msg}", line, column)
-
-
-def _without_service_calls(text: str, tokens: list[Any] | None, offset: int) -> str:
-    """The text with every `SERVICE [SILENT]` turned into `GRAPH`, padded to the same length: the grammar of
-    the two is the same (`VarOrIri GroupGraphPattern`), so it parses alike and positions do not move, but
-    evaluating it against an empty store can never call out to a remote endpoint."""
-    if tokens is None:  # the lexer gave up; a blunt replacement is good enough for a parse check
-        return re.sub(r"(?i)\bSERVICE(\s+SILENT)?\b", lambda m: "GRAPH".ljust(len(m.group())), text)
-    chars = list(text)
-    for i, tok in enumerate(tokens):
-        if tok.kind == "keyword" and tok.text.upper() == "SERVICE":
-            chars[offset + tok.start : offset + tok.end] = "GRAPH  "
-            nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-            if nxt is not None and nxt.kind == "keyword" and nxt.text.upper() == "SILENT":
-                chars[offset + nxt.start : offset + nxt.end] = " " * len(nxt.text)
-    return "".join(chars)
+# The gate itself lives in `pgmr.query.gate` (one gate for everything pgmr parses or runs); stores raise its
+# verdicts as store errors, so a caller of `query()` catches one family.
 
 
 def prepare_query(sparql: str) -> PreparedQuery:
-    """Check that `sparql` is a SPARQL query and declare the standard prefixes it uses.
-
-    Raises ReadOnlyError for SPARQL UPDATE and QuerySyntaxError for anything unparsable. The text is parsed
-    by pyoxigraph against an empty private store; oxigraph evaluates while parsing only in part (ASK at once,
-    SERVICE calls early), so the parsed copy has its SERVICE clauses turned into GRAPH ones: the check never
-    reaches the network.
-    """
-    if not isinstance(sparql, str) or not sparql.strip():
-        raise QuerySyntaxError("empty query: expected SELECT, ASK, CONSTRUCT or DESCRIBE")
-    from pgmr.query.sparql import with_prefixes
-
-    tokens = _tokens(sparql)
-    keyword, _ = _leading_keyword(tokens, sparql)
-    text = with_prefixes(sparql) if tokens is not None else sparql
-    shift = text.count("\n") - sparql.count("\n")
-    # with_prefixes only ever prepends, so the user's tokens sit at a fixed offset in `text`.
-    probe = _without_service_calls(text, tokens, len(text) - len(sparql))
+    """`pgmr.query.gate.prepare_query` with its errors as store errors (ReadOnlyError, QuerySyntaxError)."""
     try:
-        result = _parser_store().query(probe)
-    except SyntaxError as exc:
-        if keyword in UPDATE_KEYWORDS:
-            raise read_only_error(keyword) from None
-        raise _syntax_error(exc, shift) from None
-    except (OSError, ValueError, TypeError) as exc:  # odd inputs (NUL bytes, surrogates) land here
-        raise QuerySyntaxError(f"invalid SPARQL query: {exc}") from None
-    form: QueryForm
-    if type(result).__name__ == "QueryBoolean":
-        form = "ask"
-    elif type(result).__name__ == "QueryTriples":
-        form = "describe" if keyword == "DESCRIBE" else "construct"
-    else:
-        form = "select"
-    return PreparedQuery(text, form)
-
-
-def read_only_error(keyword: str | None = None) -> ReadOnlyError:
-    what = f" ({keyword} is an update operation)" if keyword else ""
-    return ReadOnlyError(
-        f"SPARQL UPDATE is refused: pgmr only reads knowledge graphs, it never changes them{what}. "
-        "Use SELECT, ASK, CONSTRUCT or DESCRIBE."
-    )
+        return gate.prepare_query(sparql)
+    except ReadOnlyQueryError as exc:
+        raise ReadOnlyError(exc.message) from None
+    except InvalidSparqlError as exc:
+        where = f" at line {exc.line}, column {exc.column}" if exc.line is not None and exc.line > 0 else ""
+        raise QuerySyntaxError(
+            f"invalid SPARQL query{where}: {gate.detail_of(exc)}", exc.line, exc.column
+        ) from None
 
 
 def ensure_read_only(sparql: str) -> None:
@@ -384,58 +286,3 @@ def ensure_read_only(sparql: str) -> None:
     it does not parse. Standard Wikidata prefixes (wd:, wdt:, p:, ps:, pq:, rdfs:, schema:, ...) may be used
     without declaring them."""
     prepare_query(sparql)
-
-
-# --- opening stores -----------------------------------------------------------------------------------------
-
-RDF_SUFFIXES = (".nt", ".ttl", ".nq", ".trig", ".n3", ".rdf", ".owl", ".xml", ".jsonld")
-
-
-def default_kg_file(data_dir: Path) -> Path:
-    """The small N-Triples graph derived from QALD-10 gold answers (196 triples), for end-to-end tests."""
-    return Path(data_dir) / "kg" / "qald10_answer_derived.nt"
-
-
-def is_rdf_file(path: Path) -> bool:
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    return bool(suffixes) and suffixes[-1] in RDF_SUFFIXES
-
-
-def open_store(spec: str | Path, *, timeout: float = 30.0) -> SparqlStore:
-    """Open a store from a spec.
-
-    - `http://...` / `https://...`: a SPARQL 1.1 protocol endpoint (HttpSparqlStore);
-    - a directory, or `oxigraph:DIR`: an existing on-disk oxigraph store, opened read-only;
-    - an RDF file (.nt, .ttl, .nq, ..., optionally .gz): an in-memory oxigraph store loaded from it.
-    `timeout` (seconds) becomes the store's default per-query timeout.
-    """
-    text = str(spec).strip()
-    if not text:
-        raise StoreError("empty store spec: give an http(s) endpoint URL, a store directory or an RDF file")
-    if timeout is None or timeout <= 0:
-        raise StoreError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    if isinstance(spec, str) and re.match(r"^https?://", text, re.IGNORECASE):
-        from pgmr.kg.stores.http_store import HttpSparqlStore
-
-        return HttpSparqlStore(text, timeout=timeout)
-    from pgmr.kg.stores.oxigraph_store import OxigraphStore
-
-    if isinstance(spec, str) and text.startswith("oxigraph:"):
-        return OxigraphStore.open(
-            Path(text[len("oxigraph:") :]).expanduser(), read_only=True, timeout=timeout
-        )
-    path = Path(text).expanduser()
-    if path.is_dir():
-        return OxigraphStore.open(path, read_only=True, timeout=timeout)
-    if not path.exists():
-        raise StoreError(
-            f"store {text!r} not found: give an http(s) endpoint URL, an oxigraph store directory "
-            "or an RDF file (.nt, .ttl, .nq, optionally .gz)"
-        )
-    if not is_rdf_file(path):
-        raise StoreError(
-            f"{path} is not an RDF file pgmr can load (suffixes: {', '.join(RDF_SUFFIXES)}, .gz)"
-        )
-    return OxigraphStore.from_file(path, timeout=timeout)

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import httpx
 
 from pgmr import __version__
-from pgmr.kg.store import (
+from pgmr.stores.base import (
     GRAPH_VARIABLES,
     QueryResult,
     QuerySyntaxError,
@@ -233,7 +233,7 @@ class HttpSparqlStore:
 def _parse_graph(content: bytes, media: str) -> QueryResult:
     import pyoxigraph as ox
 
-    from pgmr.kg.stores.oxigraph_store import term_from_oxigraph
+    from pgmr.stores.base import term_from_oxigraph
 
     fmt = ox.RdfFormat.from_media_type(media) if media else ox.RdfFormat.N_TRIPLES
     if fmt is None:
@@ -249,7 +249,7 @@ def _parse_results_other(content: bytes, media: str) -> QueryResult:
     """SPARQL XML / TSV results, read by pyoxigraph."""
     import pyoxigraph as ox
 
-    from pgmr.kg.stores.oxigraph_store import result_from_oxigraph
+    from pgmr.stores.oxigraph_store import result_from_oxigraph
 
     fmt = ox.QueryResultsFormat.from_media_type(media) if media else None
     if fmt is None:
