@@ -23,6 +23,8 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 test: setup
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 lint: setup

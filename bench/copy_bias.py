@@ -73,7 +73,7 @@ def main() -> None:
     questions = [c.question for c in converted]
     golds = [parse(c.intermediate) for c in converted]
     resolver = Resolver(memory)
-    from pgmr.generators.grounding import GroundingConfig
+    from pgmr.resolver.grounding import GroundingConfig
 
     grounding = GroundingConfig(min_similarity=args.grounding)
 

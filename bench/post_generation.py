@@ -5,7 +5,7 @@
 
 PREDICTIONS is a `pgmr generate` JSONL file (its `id`, `question` and raw `prediction` are used; whatever it
 says about resolution is ignored). Each setting re-parses the same outputs, grounds them (entity labels,
-and literals when on: pgmr.generators.grounding), resolves them against the full memory with the given
+and literals when on: pgmr.resolver.grounding), resolves them against the full memory with the given
 canonical-label bonus (ResolverConfig.canonical_weight) and scores against the gold queries. No model runs,
 so a grid takes seconds per setting. Tune on `validation` (carved from LC-QuAD 2.0 train); `test` is for
 reporting only. Writes bench/results/post_generation[-SPLIT].json (or --name).
@@ -20,9 +20,9 @@ from typing import Any
 from _common import console, gold_records, setup, table, write_result
 from pgmr.evaluation.metrics import aggregate, evaluate_record
 from pgmr.experiments.common import parse_outputs, resolution_fields, resolve_parsed
-from pgmr.generators.grounding import GroundingConfig
 from pgmr.jsonl import read_jsonl
 from pgmr.resolver import Resolver, ResolverConfig
+from pgmr.resolver.grounding import GroundingConfig
 
 
 def main() -> None:

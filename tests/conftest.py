@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+# The contract suites of pgmr.testing live outside tests/: their asserts explain a failure only if rewritten.
+pytest.register_assert_rewrite("pgmr.testing")
+
 
 @pytest.fixture(scope="session")
 def encoder():

@@ -51,7 +51,7 @@ ENTITIES = [
 
 @pytest.mark.parametrize("name", ["dump.json", "dump.json.gz", "dump.json.bz2"])
 def test_dump_is_streamed_in_every_compression(tmp_path: Path, name: str) -> None:
-    catalog = LabelCatalog.from_dump(_write_dump(tmp_path / name, ENTITIES), progress=False)
+    catalog = LabelCatalog.from_dump(_write_dump(tmp_path / name, ENTITIES))
     assert len(catalog) == 3
     hamburg = catalog.get("Q1055")
     assert hamburg is not None
@@ -63,15 +63,23 @@ def test_dump_is_streamed_in_every_compression(tmp_path: Path, name: str) -> Non
 
 def test_dump_language_and_id_filter(tmp_path: Path) -> None:
     path = _write_dump(tmp_path / "dump.json", ENTITIES)
-    german = list(iter_dump(path, language="de", ids={"Q64"}, progress=False))
+    german = list(iter_dump(path, language="de", ids={"Q64"}))
     assert [(e.id, e.label, e.description) for e in german] == [("Q64", "Berlin (de)", None)]
+
+
+def test_dump_progress_counts_compressed_bytes(tmp_path: Path) -> None:
+    path = _write_dump(tmp_path / "dump.json.gz", ENTITIES)
+    calls: list[tuple[int, int]] = []
+    assert len(list(iter_dump(path, progress=lambda d, t: calls.append((d, t))))) == 3
+    # Fewer than 1000 lines: only the final report, all of the compressed file read.
+    assert calls == [(path.stat().st_size, path.stat().st_size)]
 
 
 def test_dump_streaming_is_lazy(tmp_path: Path) -> None:
     # A corrupt line far into the file only surfaces when reached: entries before it stream out first.
     path = tmp_path / "dump.json"
     path.write_text("[\n" + json.dumps(ENTITIES[0]) + ",\n{not json\n]\n", encoding="utf-8")
-    stream = iter_dump(path, progress=False)
+    stream = iter_dump(path)
     assert next(stream).id == "Q1055"
     with pytest.raises(CatalogError, match="line 3"):
         next(stream)

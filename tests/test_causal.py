@@ -1,5 +1,5 @@
-"""Decoder-only generators: a tiny random Llama trained by the same trainer (full and LoRA), resumed, loaded
-through the card's backend, and its teacher-forced validation metric checked by hand."""
+"""Decoder-only generators: a tiny random Llama trained by the same training loop (full and LoRA), resumed,
+loaded through the card's backend, and its teacher-forced validation metric checked by hand."""
 
 from __future__ import annotations
 
@@ -28,12 +28,13 @@ TINY = {
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    from pgmr.generators.seq2seq import TrainConfig, train_seq2seq
+    from pgmr.generators.seq2seq import TrainConfig
+    from pgmr.generators.trained import train_generator
 
     examples = build_examples(RECORDS, "pgmr", max_description_words=2)
     out = tmp_path_factory.mktemp("causal") / "run"
     config = TrainConfig(max_steps=2, command="pgmr train --preset llama-tiny", **TINY)  # type: ignore[arg-type]
-    result = train_seq2seq(examples[:12], examples[12:], out, config)
+    result = train_generator(examples[:12], examples[12:], out, config)
     return examples, out, config, result
 
 
@@ -65,10 +66,10 @@ def test_trained_loader_picks_the_causal_backend_and_batching_keeps_outputs(trai
 
 
 def test_decoder_only_run_resumes(trained) -> None:  # type: ignore[no-untyped-def]
-    from pgmr.generators.seq2seq import train_seq2seq
+    from pgmr.generators.trained import train_generator
 
     examples, out, config, _ = trained
-    result = train_seq2seq(examples[:12], examples[12:], out, replace(config, max_steps=4))
+    result = train_generator(examples[:12], examples[12:], out, replace(config, max_steps=4))
     assert result.resumed_from is not None and Path(result.resumed_from).name == "checkpoint-2"
     assert result.global_step == 4
 
@@ -76,12 +77,12 @@ def test_decoder_only_run_resumes(trained) -> None:  # type: ignore[no-untyped-d
 def test_lora_trains_only_adapters_and_saves_a_merged_model(tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM
 
-    from pgmr.generators.seq2seq import TrainConfig, train_seq2seq
-    from pgmr.generators.trained import load_trained
+    from pgmr.generators.seq2seq import TrainConfig
+    from pgmr.generators.trained import load_trained, train_generator
 
     examples = build_examples(RECORDS, "pgmr", max_description_words=2)
     config = TrainConfig(max_steps=3, lora_r=4, lora_alpha=8, learning_rate=5e-2, **TINY)  # type: ignore[arg-type]
-    result = train_seq2seq(examples[:12], examples[12:], tmp_path / "run", config)
+    result = train_generator(examples[:12], examples[12:], tmp_path / "run", config)
     card = json.loads((result.model_dir / "model_card.json").read_text())
     assert card["model"]["lora"]["r"] == 4 and card["model"]["architecture"] == "LlamaForCausalLM"
     assert 0 < card["model"]["lora"]["trainable_parameters"] < card["model"]["parameters"]
@@ -90,7 +91,7 @@ def test_lora_trains_only_adapters_and_saves_a_merged_model(tmp_path: Path) -> N
     model = AutoModelForCausalLM.from_pretrained(result.model_dir)
     assert not any("lora" in name for name, _ in model.named_parameters())
     assert len(load_trained(result.model_dir, max_new_tokens=6).generate(["Is Paris a human?"])) == 1
-    resumed = train_seq2seq(examples[:12], examples[12:], tmp_path / "run", replace(config, max_steps=4))
+    resumed = train_generator(examples[:12], examples[12:], tmp_path / "run", replace(config, max_steps=4))
     assert resumed.resumed_from is not None and resumed.global_step == 4
 
 
@@ -99,7 +100,7 @@ def test_teacher_forced_exact_match_counts_whole_targets() -> None:
     row 0 right at both target positions, row 1 wrong at one of two, row 2 right at its single one."""
     from transformers import EvalPrediction
 
-    from pgmr.generators.seq2seq.train import _causal_metrics_fn
+    from pgmr.generators.causal.train import _causal_metrics_fn
 
     labels = np.array([[-100, -100, 7, 8], [-100, 5, 6, -100], [-100, -100, -100, 9]])
     preds = np.array([[0, 7, 8, 1], [5, 0, 3, 0], [1, 2, 9, 4]])
@@ -110,16 +111,18 @@ def test_teacher_forced_exact_match_counts_whole_targets() -> None:
 
 def test_mismatched_settings_are_clear_errors(tmp_path: Path) -> None:
     from pgmr.generators.causal.generator import CausalGenerator
+    from pgmr.generators.causal.train import train_causal
     from pgmr.generators.seq2seq import TrainConfig, train_seq2seq
     from pgmr.generators.seq2seq.card import ModelCardError
+    from pgmr.generators.trained import train_generator
 
     examples = build_examples(RECORDS, "pgmr", max_description_words=2)
     with pytest.raises(ValueError, match="encoder"):
-        train_seq2seq(
+        train_generator(
             examples[:12], examples[12:], tmp_path / "a", TrainConfig(encoder_learning_rate=1e-4, **TINY)
         )  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="LoRA"):
-        train_seq2seq(
+        train_generator(
             examples[:12],
             examples[12:],
             tmp_path / "b",
@@ -127,6 +130,16 @@ def test_mismatched_settings_are_clear_errors(tmp_path: Path) -> None:
         )  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="LoRA"):
         TrainConfig(lora_r=-1)
+    # Each trainer knows its own presets; nothing is written for a preset it cannot build.
+    with pytest.raises(ValueError, match="unknown preset 'llama-tiny'; expected one of tiny, "):
+        train_seq2seq(examples[:12], examples[12:], tmp_path / "c", TrainConfig(**TINY))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown preset 'tiny'; expected one of llama-tiny, llama-small$"):
+        train_causal(examples[:12], examples[12:], tmp_path / "d", TrainConfig(**{**TINY, "preset": "tiny"}))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown preset 'nope'; expected one of tiny, .*, llama-small$"):
+        train_generator(
+            examples[:12], examples[12:], tmp_path / "e", TrainConfig(**{**TINY, "preset": "nope"})
+        )  # type: ignore[arg-type]
+    assert not any((tmp_path / name).exists() for name in "cde")
     seq2seq_dir = tmp_path / "s"
     seq2seq_dir.mkdir()
     (seq2seq_dir / "model_card.json").write_text(json.dumps({"mode": "pgmr", "backend": "seq2seq"}))

@@ -7,7 +7,6 @@ import torch
 from transformers import AutoTokenizer
 
 from pgmr.generators import default_model_dir
-from pgmr.generators.grounding import question_spans
 from pgmr.generators.seq2seq import Seq2SeqGenerator
 from pgmr.generators.seq2seq.copying import (
     ENT_CLOSE,
@@ -21,6 +20,7 @@ from pgmr.generators.seq2seq.copying import (
     span_variants,
 )
 from pgmr.query import parse
+from pgmr.query.question import question_spans
 
 QUESTIONS = [
     "What was the population of Somalia in 2009?",

@@ -131,7 +131,7 @@ def test_memory_build_killed_while_encoding_writing_and_swapping(
 ) -> None:  # type: ignore[no-untyped-def]
     target = tmp_path / "mem" / "memory"
     previous = LabelCatalog.from_data_dir(_data_dir(tmp_path / "previous", BASE_ENTITIES))
-    Memory.build(previous, target, encoder, progress=False, use_cache=False)
+    Memory.build(previous, target, encoder, use_cache=False)
     before = _results(Memory.load(target, encoder))
     build = _pgmr("--data-dir", data_dir, "memory", "build", "-o", target, "--prior-from", "none")
     build += ["--batch-size", "4"]  # several encoder batches, so that the kill lands between two of them

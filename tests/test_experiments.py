@@ -316,7 +316,7 @@ def test_bad_model_overrides_and_memory_are_clear_errors(
 def test_unknown_uri_trains_and_evaluates_on_held_out_entities(
     data_dir: Path, memory_dir: Path, tmp_path: Path
 ) -> None:
-    from pgmr.datasets.unknown_uri import entity_ids
+    from pgmr.conversion.unknown_uri import entity_ids
 
     out = tmp_path / "unknown"
     args = ["lcquad2-unknown-uri", "--out", str(out), "--memory", str(memory_dir), "--limit", "5"]

@@ -63,7 +63,7 @@ RECORDS = _records()  # 16
 def retriever(encoder) -> CandidateRetriever:  # type: ignore[no-untyped-def]
     from pgmr.memory import Memory
 
-    memory = Memory.build_in_memory(CATALOG, encoder, progress=False)
+    memory = Memory.build_in_memory(CATALOG, encoder)
     return CandidateRetriever(memory, k_entities=2, k_relations=2)
 
 
@@ -445,7 +445,7 @@ def test_retriever_embeds_each_ngram_once_across_calls(encoder) -> None:  # type
             return self.inner.encode(texts, **kwargs)
 
     counting = Counting(encoder)
-    memory = Memory.build_in_memory(CATALOG, counting, progress=False)
+    memory = Memory.build_in_memory(CATALOG, counting)
     cached = CandidateRetriever(memory, k_entities=2, k_relations=2, chunk_size=2)
     uncached = CandidateRetriever(memory, k_entities=2, k_relations=2, chunk_size=2, cache_size=0)
     questions = [r.question for r in RECORDS[:6]]

@@ -1,10 +1,11 @@
-"""Entity-label grounding against the question (pgmr.generators.grounding)."""
+"""Entity-label grounding against the question (pgmr.resolver.grounding)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pgmr.generators.grounding import (
+from pgmr.query import parse, to_text
+from pgmr.resolver.grounding import (
     LITERAL,
     GroundingConfig,
     ground,
@@ -12,7 +13,6 @@ from pgmr.generators.grounding import (
     ground_literals,
     question_spans,
 )
-from pgmr.query import parse, to_text
 
 QUERY = (
     "ASK WHERE { wd:entity0 wdt:relation0 wd:entity1 }\n"

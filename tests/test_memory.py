@@ -25,6 +25,7 @@ from pgmr.memory import (
     memory_rows,
     memory_text,
 )
+from pgmr.memory.encoder import EncodeProgress
 
 HAMBURG_CITY = CatalogEntry(
     "Q1055", "Hamburg", "city and state in northern Germany", ("Free and Hanseatic City of Hamburg", "HH")
@@ -61,13 +62,13 @@ def catalog() -> LabelCatalog:
 
 @pytest.fixture(scope="module")
 def memory(catalog, encoder) -> Memory:
-    return Memory.build_in_memory(catalog, encoder, progress=False)
+    return Memory.build_in_memory(catalog, encoder)
 
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory, catalog, encoder) -> Path:
     out = tmp_path_factory.mktemp("saved") / "memory"
-    Memory.build(catalog, out, encoder, progress=False, use_cache=False)
+    Memory.build(catalog, out, encoder, use_cache=False)
     return out
 
 
@@ -164,12 +165,32 @@ def test_lookups(memory):
 
 
 def test_ids_restrict_the_build(catalog, encoder):
-    memory = Memory.build_in_memory(catalog, encoder, progress=False, ids={"Q64", "P31", "Q42"})
+    memory = Memory.build_in_memory(catalog, encoder, ids={"Q64", "P31", "Q42"})
     assert memory.entities.ids() == {"Q64"} and memory.relations.ids() == {"P31"}
 
 
+def test_build_reports_encoding_progress(catalog, encoder, tmp_path):
+    calls: list[tuple[int, int]] = []
+    memory = Memory.build(
+        catalog, tmp_path / "m", encoder, batch_size=8, progress=lambda d, t: calls.append((d, t))
+    )
+    stats = memory.build_stats
+    assert stats is not None and stats.encoded == stats.texts > 8
+    # From nothing to every text, a batch at a time; the cached rebuild encodes nothing and reports nothing.
+    assert calls[0] == (0, stats.texts) and calls[-1] == (stats.texts, stats.texts)
+    assert [d for d, _ in calls] == sorted({d for d, _ in calls}) and len(calls) == 1 + -(-stats.texts // 8)
+    calls.clear()
+    assert (
+        Memory.build(
+            catalog, tmp_path / "m", encoder, progress=lambda d, t: calls.append((d, t))
+        ).build_stats.encoded
+        == 0
+    )  # type: ignore[union-attr]
+    assert calls == []
+
+
 def test_hnsw_memory(catalog, encoder, memory, tmp_path):
-    hnsw = Memory.build(catalog, tmp_path / "hnsw", encoder, index_kind="hnsw", progress=False)
+    hnsw = Memory.build(catalog, tmp_path / "hnsw", encoder, index_kind="hnsw")
     assert hnsw.entities.index.kind == "hnsw"
     assert hnsw.entities.search([CITY_QUERY], k=1)[0][0].id == "Q1055"
     # A handful of rows is far below efSearch, so HNSW is exact here.
@@ -282,7 +303,7 @@ class RaisingEncoder:
         self.dimension = dimension
 
     def encode(
-        self, texts: Sequence[str], batch_size: int = 64, show_progress_bar: bool = False
+        self, texts: Sequence[str], batch_size: int = 64, progress: EncodeProgress | None = None
     ) -> np.ndarray:
         raise RuntimeError("encoder crashed")
 
@@ -294,7 +315,7 @@ def test_existing_memory_survives_a_failed_build(saved, tmp_path, encoder, memor
     assert isinstance(failing, Encoder)
     bigger = LabelCatalog([*ENTRIES, CatalogEntry("Q90", "Paris", "capital of France")])
     with pytest.raises(RuntimeError, match="encoder crashed"):
-        Memory.build(bigger, out, failing, progress=False, use_cache=False)
+        Memory.build(bigger, out, failing, use_cache=False)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memory"]
     assert _ranked(Memory.load(out, encoder), [CITY_QUERY]) == _ranked(memory, [CITY_QUERY])
@@ -303,7 +324,7 @@ def test_existing_memory_survives_a_failed_build(saved, tmp_path, encoder, memor
 def test_existing_memory_survives_a_failed_write(saved, tmp_path, encoder, monkeypatch):
     out = _copy(saved, tmp_path / "memory")
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    new = Memory.build_in_memory(LabelCatalog(ENTRIES[:3]), encoder, progress=False)
+    new = Memory.build_in_memory(LabelCatalog(ENTRIES[:3]), encoder)
     real_save = FaissIndex.save
 
     def save_then_fail(self: FaissIndex, path: Path | str) -> None:
@@ -323,14 +344,14 @@ def test_refuses_to_replace_a_directory_that_is_not_a_memory(tmp_path, catalog, 
     out.mkdir()
     (out / "important.txt").write_text("keep me")
     with pytest.raises(PgmrMemoryError, match="refusing to replace"):
-        Memory.build(catalog, out, encoder, progress=False, use_cache=False)
+        Memory.build(catalog, out, encoder, use_cache=False)
     assert (out / "important.txt").read_text() == "keep me"
 
 
 def test_rebuild_replaces_the_memory(tmp_path, catalog, encoder):
     out = tmp_path / "memory"
-    Memory.build(LabelCatalog(ENTRIES[:2]), out, encoder, progress=False, use_cache=False)
-    Memory.build(catalog, out, encoder, progress=False, use_cache=False)
+    Memory.build(LabelCatalog(ENTRIES[:2]), out, encoder, use_cache=False)
+    Memory.build(catalog, out, encoder, use_cache=False)
     assert len(Memory.load(out, encoder).entities) == 7
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memory"]
 
@@ -340,18 +361,18 @@ def test_rebuild_replaces_the_memory(tmp_path, catalog, encoder):
 
 def test_second_build_encodes_nothing(tmp_path, catalog, encoder, memory):
     out = tmp_path / "memory"
-    first = Memory.build(catalog, out, encoder, progress=False)
+    first = Memory.build(catalog, out, encoder)
     assert first.build_stats is not None
     assert first.build_stats.encoded == first.build_stats.texts > 0
     assert (tmp_path / "memory.cache").is_dir()
 
-    second = Memory.build(catalog, out, encoder, progress=False)
+    second = Memory.build(catalog, out, encoder)
     assert second.build_stats is not None
     assert second.build_stats.encoded == 0 and second.build_stats.cached == first.build_stats.texts
     assert _ranked(second, [CITY_QUERY, "Obama"]) == _ranked(memory, [CITY_QUERY, "Obama"])
 
     grown = LabelCatalog([*ENTRIES, CatalogEntry("Q90", "Paris", "capital of France")])
-    third = Memory.build(grown, out, encoder, progress=False)
+    third = Memory.build(grown, out, encoder)
     # "Paris, capital of France" and "Paris": the new entry's two texts, nothing else.
     assert third.build_stats is not None and third.build_stats.encoded == 2
 

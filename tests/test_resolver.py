@@ -187,7 +187,7 @@ def test_knows_matches_labels_and_aliases_up_to_case_and_accents(memory: Memory)
 
 
 def test_grounding_with_the_memory_fixes_a_garbled_relation_end_to_end(memory: Memory) -> None:
-    from pgmr.generators.grounding import ground
+    from pgmr.resolver.grounding import ground
 
     text = (
         "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\n"

@@ -25,6 +25,7 @@ from pgmr.stores import (
     QueryResult,
     QuerySyntaxError,
     ReadOnlyError,
+    ServiceRefusedError,
     SparqlStore,
     StoreBadResponse,
     StoreError,
@@ -38,8 +39,8 @@ from pgmr.stores import (
 )
 from pgmr.stores.http_store import USER_AGENT, retry_after_seconds
 from pgmr.stores.oxigraph_store import term_from_oxigraph
+from pgmr.testing.stores import CONTRACT_NT, CONTRACT_TRIPLES, SLOW_QUERY, WD, WDT, StoreContract
 from sparql_server import Fault, FaultProxy, OxigraphServer
-from store_contract import CONTRACT_NT, CONTRACT_TRIPLES, SLOW_QUERY, WD, WDT, StoreContract
 
 runner = CliRunner()
 
@@ -114,10 +115,15 @@ def test_the_gate_never_calls_a_service(contract_file_path: Path, template: str,
         query = template.format(url=endpoint.url)
         assert prepare_query(query).form == form
         assert endpoint.requests == []
+        # The embedded store refuses to run it (pyoxigraph would call the endpoint from this machine) ...
+        with pytest.raises(ServiceRefusedError, match="SERVICE .* is refused") as info:
+            OxigraphStore.in_memory().query(query)
+        assert info.value.code == "service_refused" and info.value.endpoints
+        assert endpoint.requests == []
         if "SERVICE ?e" in query:
-            return  # oxigraph cannot run a SERVICE named by a variable; the gate's check is what counts here
-        # ... while the embedded store does run the federated query: the endpoint is real and answers.
-        result = OxigraphStore.in_memory().query(query)
+            return  # oxigraph cannot run a SERVICE named by a variable
+        # ... unless told to: then the federated query runs, against a real endpoint that answers.
+        result = OxigraphStore.in_memory(allow_service=True).query(query)
         assert endpoint.requests and (result.boolean or len(result) == CONTRACT_TRIPLES)
 
 
@@ -269,7 +275,7 @@ def test_evaluation_errors_in_the_worker_thread_are_store_errors() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    store = OxigraphStore.in_memory()
+    store = OxigraphStore.in_memory(allow_service=True)
     for _ in range(2):
         with pytest.raises(StoreError, match="query failed in the embedded store"):
             store.query(f"SELECT * WHERE {{ SERVICE <http://127.0.0.1:{port}/sparql> {{ ?s ?p ?o }} }}")

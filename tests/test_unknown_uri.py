@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pgmr.conversion import ConversionError, ConvertedRecord, to_skeleton
-from pgmr.datasets.unknown_uri import build_split, components, entity_ids
+from pgmr.conversion.unknown_uri import build_split, components, entity_ids
 from pgmr.evaluation.metrics import query_ids
 from pgmr.kg.ids import id_kind
 

@@ -14,8 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from pgmr.cli.common import Settings, console, out, print_error
-from pgmr.generators.grounding import LITERAL
 from pgmr.pipeline import AskResult, Pipeline, PipelineConfig, PipelineError, PlaceholderView
+from pgmr.resolver.grounding import LITERAL
 from pgmr.resolver.support import shipped_threshold
 
 MAX_QUESTION_CHARS = 1000

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -53,6 +54,18 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
         for item in items:
             yield item
             bar.advance(task)
+
+
+@contextmanager
+def progress_callback(description: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar driven by the core's `progress(done, total)` callbacks (memory builds, dump reads)."""
+    with progress_bar() as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
 
 
 def word_limit(words: int) -> int | None:

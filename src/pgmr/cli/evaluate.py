@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.table import Table
 
 from pgmr.cli.common import Settings, console, out, print_error, progress_bar
 from pgmr.datasets import DatasetError, QARecord, load_any
 from pgmr.datasets.loaders import NAMED_DATASETS
 from pgmr.jsonl import JsonlError, read_jsonl
+
+if TYPE_CHECKING:
+    from pgmr.evaluation.metrics import EvaluationResult
 
 
 def _gold_from_rows(rows: list[dict[str, Any]]) -> list[QARecord]:
@@ -75,7 +79,7 @@ def evaluate(
     """Query EM (primary), SQM, BLEU, URI EM, hallucinated IDs, refusals; answer P/R/F1 with --store."""
     from pgmr.evaluation.metrics import EvaluationError
     from pgmr.evaluation.metrics import evaluate as run_evaluation
-    from pgmr.evaluation.report import overall_table, write_outputs
+    from pgmr.evaluation.report import write_outputs
 
     settings: Settings = ctx.obj
     if not predictions.is_file():
@@ -131,6 +135,19 @@ def evaluate(
     if result.gold_without_prediction:
         console.print(f"{result.gold_without_prediction} gold records have no prediction (not scored)")
     console.print(f"wrote predictions.jsonl, metrics.json and report.md to {out_dir}")
+
+
+def overall_table(result: EvaluationResult, title: str) -> Table:
+    """The overall metrics of a result, as report.md's first table has them."""
+    from pgmr.evaluation.report import OVERALL_ROWS, fmt
+
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, label, kind in OVERALL_ROWS:
+        if key in result.overall:
+            table.add_row(label, fmt(result.overall.get(key), kind))
+    return table
 
 
 def _open_store(spec: str, timeout: float) -> Any:

@@ -15,7 +15,8 @@ from pgmr.datasets import DatasetError, load_dataset, load_named
 from pgmr.datasets.loaders import NAMED_DATASETS
 from pgmr.generators.base import PGMR_MODES, RAG_MODES
 from pgmr.jsonl import JsonlError, read_jsonl, write_jsonl
-from pgmr.query import IntermediateQueryError, parse
+from pgmr.query import IntermediateQueryError
+from pgmr.resolver.grounding import GroundingConfig
 
 
 def _questions(source: str, data_dir: Path | None, fmt: str) -> list[dict[str, Any]]:
@@ -75,14 +76,14 @@ def generate(
     device: str = typer.Option("cpu", help="torch device: cpu, cuda, cuda:1, mps"),
     resolve: bool = typer.Option(False, help="pgmr modes: resolve predictions against the memory"),
     grounding: float = typer.Option(
-        0.5,
+        GroundingConfig.min_similarity,
         min=0.0,
         max=1.0,
         help="pgmr modes with --resolve: snap entity labels to the question span at least this similar "
         "before resolving (docs/generators.md); 1 turns it off",
     ),
     literal_grounding: bool = typer.Option(
-        True,
+        GroundingConfig.literals,
         help="pgmr modes with --resolve: replace numbers and quoted words that are not in the question by "
         "the question's closest ones (docs/generators.md)",
     ),
@@ -220,37 +221,36 @@ def generate(
 
 
 def _parses(text: str) -> bool:
+    from pgmr.pipeline.stages import parse_output
+
     try:
-        parse(text)
+        parse_output(text, "pgmr")
     except IntermediateQueryError:
         return False
     return True
 
 
 def _resolve_into(
-    results: list[dict[str, Any]], memory: Any, grounding: float = 0.5, literal_grounding: bool = True
+    results: list[dict[str, Any]],
+    memory: Any,
+    grounding: float = GroundingConfig.min_similarity,
+    literal_grounding: bool = GroundingConfig.literals,
 ) -> None:
     """Adds status plus sparql/mapping/evidence (resolved), reason (refused) or error (invalid) to each row;
-    `grounded` lists the labels and literals snapped to the question before resolution."""
-    from pgmr.generators.grounding import GroundingConfig, ground
-    from pgmr.resolver import Resolver
+    `grounded` lists the labels and literals snapped to the question before resolution. The pipeline's
+    stages with its grounding, and without refusal (refusal is `pgmr ask`'s and `pgmr eval`'s to apply):
+    every row keeps the resolver's best candidates and their evidence."""
+    from pgmr.pipeline import StageConfig
+    from pgmr.pipeline.stages import finish_all, prepare
+    from pgmr.resolver import Resolver, ResolverConfig
 
-    resolver = Resolver(memory)
-    config = GroundingConfig(min_similarity=grounding, literals=literal_grounding)
-    parsed = []
-    for i, item in enumerate(results):
-        try:
-            query = parse(item["prediction"])
-            if item.get("question"):
-                query, snaps = ground(query, item["question"], config, resolver.knows)
-                if snaps:
-                    item["grounded"] = [
-                        {"placeholder": s.placeholder, "generated": s.generated, "grounded": s.grounded}
-                        for s in snaps
-                    ]
-            parsed.append((i, query))
-        except IntermediateQueryError as exc:
-            item["status"] = "invalid"
-            item["error"] = {"code": exc.code, "message": exc.message, "line": exc.line, "column": exc.column}
-    for (i, _), resolution in zip(parsed, resolver.resolve_many([q for _, q in parsed]), strict=True):
-        results[i].update(resolution.to_json())
+    stages = StageConfig(GroundingConfig(grounding, literals=literal_grounding), resolver=ResolverConfig())
+    resolver = Resolver(memory, stages.resolver)
+    questions = [item.get("question") for item in results]
+    prepared = prepare(
+        questions, [item["prediction"] for item in results], "pgmr", resolver, stages.grounding
+    )
+    for item, result in zip(results, finish_all(prepared, stages), strict=True):
+        if result.grounded:
+            item["grounded"] = result.grounded_json()
+        item.update(result.to_row(evidence=True))

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from pgmr.cli.common import Settings, console, out, print_error
+from pgmr.cli.common import Settings, console, out, print_error, progress_callback
 from pgmr.config import default_memory_dir
 from pgmr.datasets import DatasetError
 from pgmr.kg.catalog import LabelCatalog
@@ -59,9 +59,17 @@ def build(
             )
             raise typer.Exit(2) from None
         console.print(f"prior: {len(counts)} IDs counted in the gold queries of {prior_from}")
-    memory = Memory.build(
-        catalog, target, load_encoder(encoder), index_kind=index, batch_size=batch_size, prior_counts=counts
-    )
+    text_encoder = load_encoder(encoder)
+    with progress_callback("encoding texts") as progress:
+        memory = Memory.build(
+            catalog,
+            target,
+            text_encoder,
+            index_kind=index,
+            batch_size=batch_size,
+            progress=progress,
+            prior_counts=counts,
+        )
     stats = memory.build_stats
     table = Table(title=f"memory written to {target}")
     table.add_column("measure")

@@ -12,7 +12,6 @@ from rich.table import Table
 from pgmr.cli.common import console, out, print_error, progress_bar
 from pgmr.cli.memory import MEMORY_OPTION, open_memory
 from pgmr.jsonl import JsonlError, read_jsonl, write_jsonl
-from pgmr.query import IntermediateQueryError, parse
 from pgmr.resolver import Resolver, ResolverConfig
 
 TEXT_FIELDS = ("intermediate", "prediction", "text")
@@ -43,44 +42,32 @@ def resolve(
     batch_size: int = typer.Option(256, min=1, help="Queries resolved per batch"),
 ) -> None:
     """Resolve every placeholder against the memory; invalid model output is reported, never fatal."""
-    config = ResolverConfig(k=k, entity_threshold=entity_threshold, relation_threshold=relation_threshold)
+    from pgmr.pipeline import StageConfig
+    from pgmr.pipeline.stages import finish_all, prepare
+
+    # The pipeline's stages without a question (nothing to ground in) and without refusal: the rows keep
+    # every verdict's evidence.
+    stages = StageConfig(
+        resolver=ResolverConfig(k=k, entity_threshold=entity_threshold, relation_threshold=relation_threshold)
+    )
     try:
         records = list(read_jsonl(in_path))
     except JsonlError as exc:
         print_error(exc)
         raise typer.Exit(2) from None
-    resolver = Resolver(open_memory(memory_dir), config)
+    resolver = Resolver(open_memory(memory_dir), stages.resolver)
     results: list[dict[str, Any]] = []
     counts: Counter[str] = Counter()
     with progress_bar() as bar:
         task = bar.add_task("resolving", total=len(records))
         for start in range(0, len(records), batch_size):
             chunk = records[start : start + batch_size]
-            parsed: list[tuple[int, Any]] = []
-            chunk_out: list[dict[str, Any]] = []
-            for i, record in enumerate(chunk):
-                base = {"id": record.get("id", start + i)}
-                try:
-                    parsed.append((i, parse(_text_of(record, field))))
-                    chunk_out.append(base)
-                except IntermediateQueryError as exc:
-                    chunk_out.append(
-                        {
-                            **base,
-                            "status": "invalid",
-                            "error": {
-                                "code": exc.code,
-                                "message": exc.message,
-                                "line": exc.line,
-                                "column": exc.column,
-                            },
-                        }
-                    )
-            for (i, _), result in zip(parsed, resolver.resolve_many([q for _, q in parsed]), strict=True):
-                chunk_out[i].update(result.to_json())
-            for item in chunk_out:
+            texts = [_text_of(record, field) for record in chunk]
+            prepared = prepare([None] * len(chunk), texts, "pgmr", resolver, stages.grounding)  # type: ignore[arg-type]
+            for i, (record, result) in enumerate(zip(chunk, finish_all(prepared, stages), strict=True)):
+                item = {"id": record.get("id", start + i), **result.to_row(evidence=True)}
                 counts[item["status"]] += 1
-            results.extend(chunk_out)
+                results.append(item)
             bar.advance(task, len(chunk))
     write_jsonl(out_path, results)
     table = Table(title=f"pgmr resolve: {in_path.name}")

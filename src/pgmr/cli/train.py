@@ -203,7 +203,8 @@ def train(
         f"{len(train_examples)} training and {len(val_examples)} validation examples "
         f"({summary.converted} of {summary.records_in} records converted)"
     )
-    from pgmr.generators.seq2seq.train import TrainConfig, train_seq2seq
+    from pgmr.generators.seq2seq.config import TrainConfig
+    from pgmr.generators.trained import train_generator
 
     try:
         config = TrainConfig(
@@ -233,7 +234,7 @@ def train(
             progress=progress,
             command=shlex.join(["pgmr", *sys.argv[1:]]),
         )
-        result = train_seq2seq(train_examples, val_examples, out_dir, config, data_info=data_info)
+        result = train_generator(train_examples, val_examples, out_dir, config, data_info=data_info)
     except ValueError as exc:
         print_error(exc)
         raise typer.Exit(2) from None

@@ -6,176 +6,40 @@ Every definition here is spelled out, with examples, in docs/metrics.md. `evalua
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
-from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any
 
 from pgmr.datasets.records import QARecord, meta_dict
-from pgmr.kg.ids import WIKIDATA_PREFIXES, iri_to_prefixed
-from pgmr.query.errors import InvalidSparqlError, UnterminatedTokenError
+from pgmr.evaluation.answers import (
+    AnswerEvaluation,
+    AnswerScores,
+    Store,
+    answer_scores,
+    evaluate_answers,
+    gold_answers,
+    normalize_answer,
+    result_answers,
+)
+from pgmr.evaluation.bleu import corpus_bleu, sentence_bleu
+from pgmr.query.errors import InvalidSparqlError
 from pgmr.query.gate import check_query
-from pgmr.query.lexer import Token, tokenize
-from pgmr.query.sparql import query_algebra, with_prefixes
+from pgmr.query.normalize import normalize_query, query_ids, sparql_tokens
+from pgmr.query.sparql import query_algebra
 
 OUTCOMES = ("valid", "invalid", "refused")
 PRIMARY_METRIC = "query_em"
-
-# A '.' before one of these (or right after a '}') ends nothing and may be left out: SPARQL's grammar makes
-# it optional there, so `{ ?s ?p ?o . }` and `{ ?s ?p ?o }` normalize alike.
-_OPTIONAL_DOT_BEFORE = {"}", "{", "OPTIONAL", "MINUS", "GRAPH", "SERVICE", "FILTER", "BIND", "VALUES"}
-_TWO_CHAR_OPERATORS = {"<=", ">=", "!=", "&&", "||", "^^"}
 
 
 class EvaluationError(ValueError):
     """Prediction rows or gold records that cannot be evaluated (missing fields, unknown ids)."""
 
 
-# --- SPARQL tokens --------------------------------------------------------------------------------------
-
-
-def _lex(text: str) -> list[Token]:
-    """Lexer tokens without comments; an unclosed string literal becomes one string token to the end, so
-    that broken model output still tokenizes (and its IDs are still counted)."""
-    tokens: list[Token] = []
-    try:
-        tokens.extend(t for t in tokenize(text) if t.kind != "comment")
-    except UnterminatedTokenError:
-        start = tokens[-1].end if tokens else 0
-        quotes = [i for i in (text.find("'", start), text.find('"', start)) if i >= 0]
-        begin = min(quotes) if quotes else start
-        tokens.append(Token("string", text[begin:], begin, len(text)))
-    return tokens
-
-
-def _quote(literal: str) -> str:
-    """'x' -> "x" (same literal) when that needs no escaping; long and double-quoted strings stay."""
-    closed = len(literal) >= 2 and literal.endswith("'")  # an unclosed literal of broken output stays as is
-    if closed and literal.startswith("'") and not literal.startswith("'''") and '"' not in literal:
-        return f'"{literal[1:-1]}"'
-    return literal
-
-
-def sparql_tokens(sparql: str) -> list[str]:
-    """Normalized tokens of a SPARQL query (the unit of Query EM and BLEU):
-
-    - comments dropped; PREFIX declarations dropped and every prefixed name with a declared or standard
-      Wikidata prefix written as its full IRI `<...>`;
-    - keywords and function names upper-cased (not `a`, not language tags, nothing inside literals or IRIs);
-    - variables renamed `?v0`, `?v1`, ... in order of first appearance (`$x` and `?x` are one variable);
-    - a literal with its language tag (lower-cased) or datatype (expanded) is one token; 'x' becomes "x";
-    - decimals (`1.5`) and two-character operators (`<=`, `!=`, `&&`, `^^` ...) are one token;
-    - a '.' where the grammar makes it optional (before `}`, `{`, FILTER, OPTIONAL, ...; after `}`; at the
-      end) is dropped.
-    """
-    lexed = _lex(sparql)
-    prefixes = dict(WIKIDATA_PREFIXES)
-    variables: dict[str, str] = {}
-    out: list[str] = []
-
-    def adjacent(i: int) -> bool:
-        return i + 1 < len(lexed) and lexed[i].end == lexed[i + 1].start
-
-    def expand(tok: Token) -> str:
-        if tok.kind == "pname" and tok.prefix in prefixes:
-            return f"<{prefixes[tok.prefix]}{tok.local}>"
-        return tok.text
-
-    def emit(text: str) -> None:
-        if text == "." and out and out[-1] == "}":
-            return
-        if text in _OPTIONAL_DOT_BEFORE and out and out[-1] == ".":
-            out.pop()
-        out.append(text)
-
-    i = 0
-    while i < len(lexed):
-        tok = lexed[i]
-        upper = tok.text.upper()
-        if (
-            tok.kind == "keyword"
-            and upper == "PREFIX"
-            and i + 2 < len(lexed)
-            and lexed[i + 1].kind == "pname"
-            and lexed[i + 1].text.endswith(":")
-            and lexed[i + 2].kind == "iri"
-        ):
-            prefixes[lexed[i + 1].prefix] = lexed[i + 2].text[1:-1]
-            i += 3
-            continue
-        if tok.kind == "string":
-            literal = _quote(tok.text)
-            i += 1
-            if i < len(lexed) and lexed[i].text == "@" and lexed[i - 1].end == lexed[i].start:
-                # Language tag: `@en`, `@en-GB` (the lexer splits it at '-'); tags are case-insensitive.
-                tag = ""
-                while adjacent(i) and (lexed[i + 1].kind == "keyword" or lexed[i + 1].text == "-"):
-                    i += 1
-                    tag += lexed[i].text
-                literal += "@" + tag.lower()
-                i += 1
-            elif (
-                i + 2 < len(lexed)
-                and lexed[i].text == "^"
-                and adjacent(i)
-                and lexed[i + 1].text == "^"
-                and lexed[i + 2].kind in ("pname", "iri")
-            ):
-                literal += "^^" + expand(lexed[i + 2])
-                i += 3
-            emit(literal)
-            continue
-        if tok.kind == "other" and tok.text[0] in "?$" and len(tok.text) > 1:
-            name = tok.text[1:]
-            emit(variables.setdefault(name, f"?v{len(variables)}"))
-        elif tok.kind == "keyword" and tok.text[0].isdigit():
-            number = tok.text
-            # `1.5` arrives as `1` `.` `5`; `1 .` (an integer ending a triple) stays apart.
-            if (
-                adjacent(i)
-                and lexed[i + 1].text == "."
-                and adjacent(i + 1)
-                and lexed[i + 2].kind == "keyword"
-                and lexed[i + 2].text[0].isdigit()
-            ):
-                number += "." + lexed[i + 2].text
-                i += 2
-            emit(number)
-        elif tok.kind == "keyword":
-            emit(tok.text if tok.text == "a" else upper)
-        elif tok.kind in ("pname", "iri"):
-            emit(expand(tok))
-        elif tok.kind == "other" and adjacent(i) and tok.text + lexed[i + 1].text in _TWO_CHAR_OPERATORS:
-            emit(tok.text + lexed[i + 1].text)
-            i += 1
-        else:
-            emit(tok.text)
-        i += 1
-    while out and out[-1] == ".":
-        out.pop()
-    return out
-
-
-def normalize_query(sparql: str) -> str:
-    """The normalized form compared by Query EM: `sparql_tokens` joined by single spaces."""
-    return " ".join(sparql_tokens(sparql))
+# --- query match ------------------------------------------------------------------------------------------
 
 
 def query_exact_match(predicted: str | None, gold: str) -> bool:
     return predicted is not None and normalize_query(predicted) == normalize_query(gold)
-
-
-def query_ids(sparql: str) -> frozenset[str]:
-    """The Wikidata IDs a query mentions (Q/P/L numbers under any Wikidata prefix or full IRI), as a set."""
-    ids = set()
-    for token in sparql_tokens(sparql):
-        if token.startswith("<") and token.endswith(">"):
-            found = iri_to_prefixed(token[1:-1])
-            if found is not None:
-                ids.add(found[1])
-    return frozenset(ids)
 
 
 def semantic_match(predicted: str | None, gold: str) -> tuple[bool, str]:
@@ -198,159 +62,6 @@ def semantic_match(predicted: str | None, gold: str) -> tuple[bool, str]:
     except InvalidSparqlError:
         return False, "fallback"
     return predicted_form == gold_form, "algebra"
-
-
-# --- BLEU -------------------------------------------------------------------------------------------------
-
-
-def corpus_bleu(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> float:
-    """Corpus BLEU (0-100) of token lists, with sacrebleu's defaults (4-grams, exponential smoothing off for
-    the corpus score) and no tokenization of its own: tokens are joined by spaces and split back."""
-    import sacrebleu
-
-    if not hypotheses:
-        return 0.0
-    hyps = [" ".join(h) for h in hypotheses]
-    refs = [" ".join(r) for r in references]
-    return float(sacrebleu.corpus_bleu(hyps, [refs], tokenize="none").score)
-
-
-@lru_cache(maxsize=1)
-def _sentence_scorer() -> Any:
-    from sacrebleu.metrics import BLEU
-
-    return BLEU(tokenize="none", effective_order=True)
-
-
-def sentence_bleu(hypothesis: Sequence[str], reference: Sequence[str]) -> float:
-    """Sentence BLEU (0-100; sacrebleu's sentence defaults: exponential smoothing, effective n-gram order),
-    for per-record inspection only."""
-    return float(_sentence_scorer().sentence_score(" ".join(hypothesis), [" ".join(reference)]).score)
-
-
-# --- answers ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AnswerScores:
-    precision: float
-    recall: float
-    f1: float
-
-
-def answer_scores(predicted: Iterable[str], gold: Iterable[str]) -> AnswerScores:
-    """Per-question precision/recall/F1 of answer sets, with QALD's rules for empty sets:
-    both empty -> 1/1/1; empty prediction, non-empty gold -> P=1, R=0, F1=0; non-empty prediction, empty
-    gold -> 0/0/0."""
-    pred, ref = set(predicted), set(gold)
-    if not ref:
-        return AnswerScores(1.0, 1.0, 1.0) if not pred else AnswerScores(0.0, 0.0, 0.0)
-    if not pred:
-        return AnswerScores(1.0, 0.0, 0.0)
-    hits = len(pred & ref)
-    precision, recall = hits / len(pred), hits / len(ref)
-    f1 = 2 * precision * recall / (precision + recall) if hits else 0.0
-    return AnswerScores(precision, recall, f1)
-
-
-class _QueryResult(Protocol):
-    kind: str
-    boolean: bool | None
-
-    def values(self) -> list[Any]: ...
-
-
-class Store(Protocol):
-    """What `evaluate` needs of `pgmr.stores.SparqlStore`."""
-
-    def query(self, sparql: str, *, timeout: float | None = None) -> _QueryResult: ...
-
-
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-
-
-def normalize_answer(value: str) -> str:
-    """Numbers compare by value: QALD's file writes `+100` where a store returns `100` (both xsd:decimal),
-    and `100.0` or `1E2` are the same number too. Everything else (IRIs, strings, dates) compares as is."""
-    text = value.strip()
-    if _NUMBER.fullmatch(text):
-        number = Decimal(text)
-        if abs(number.adjusted()) > 60:  # written out, 1E999999 would be a million digits
-            return format(number.normalize(), "E")
-        return "0" if number == 0 else format(number.normalize(), "f")
-    return value
-
-
-def result_answers(result: _QueryResult) -> frozenset[str]:
-    """A query result as an answer set: the value (IRI or lexical form, numbers normalized) of every bound
-    term; an ASK result is {"true"} or {"false"}, as QALD writes boolean answers."""
-    if result.kind == "boolean":
-        return frozenset({"true" if result.boolean else "false"})
-    return frozenset(normalize_answer(term.value) for term in result.values())
-
-
-def gold_answers(record: QARecord) -> frozenset[str] | None:
-    """The answers the dataset gives (QALD), numbers normalized; None when it gives none."""
-    if record.boolean is not None:
-        return frozenset({"true" if record.boolean else "false"})
-    if record.answers is not None:
-        return frozenset(normalize_answer(value) for value in record.answers)
-    return None
-
-
-@dataclass(frozen=True)
-class AnswerEvaluation:
-    precision: float | None  # None: the gold answers are unknown (gold query failed), question not scored
-    recall: float | None
-    f1: float | None
-    n_predicted: int
-    n_gold: int | None
-    gold_source: str  # "dataset" | "store"
-    error: str | None = None  # why the prediction has no answers (store error, no query)
-    gold_error: str | None = None
-
-    @property
-    def scored(self) -> bool:
-        return self.f1 is not None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "precision": self.precision,
-            "recall": self.recall,
-            "f1": self.f1,
-            "n_predicted": self.n_predicted,
-            "n_gold": self.n_gold,
-            "gold_source": self.gold_source,
-            "error": self.error,
-            "gold_error": self.gold_error,
-        }
-
-
-def _run(store: Store, sparql: str, timeout: float | None) -> tuple[frozenset[str], str | None]:
-    try:
-        return result_answers(store.query(with_prefixes(sparql), timeout=timeout)), None
-    except Exception as exc:  # any store failure (timeout, 5xx, syntax) counts as an empty answer
-        return frozenset(), f"{type(exc).__name__}: {exc}"
-
-
-def evaluate_answers(
-    predicted_sparql: str | None, record: QARecord, store: Store, *, timeout: float | None = None
-) -> AnswerEvaluation:
-    gold = gold_answers(record)
-    gold_source, gold_error = "dataset", None
-    if gold is None:
-        gold_source = "store"
-        gold, gold_error = _run(store, record.sparql, timeout)
-    if predicted_sparql is None:
-        predicted, error = frozenset(), "no executable query"
-    else:
-        predicted, error = _run(store, predicted_sparql, timeout)
-    if gold_error is not None:
-        return AnswerEvaluation(None, None, None, len(predicted), None, gold_source, error, gold_error)
-    scores = answer_scores(predicted, gold)
-    return AnswerEvaluation(
-        scores.precision, scores.recall, scores.f1, len(predicted), len(gold), gold_source, error
-    )
 
 
 # --- per record -------------------------------------------------------------------------------------------
@@ -618,3 +329,31 @@ class _KnownIds:
 
     def __contains__(self, wikidata_id: object) -> bool:
         return wikidata_id in self._gold or wikidata_id in self._catalog
+
+
+__all__ = [
+    "OUTCOMES",
+    "PRIMARY_METRIC",
+    "AnswerEvaluation",
+    "AnswerScores",
+    "EvaluationError",
+    "EvaluationResult",
+    "RecordEvaluation",
+    "Store",
+    "aggregate",
+    "answer_scores",
+    "corpus_bleu",
+    "evaluate",
+    "evaluate_answers",
+    "evaluate_record",
+    "final_query",
+    "gold_answers",
+    "normalize_answer",
+    "normalize_query",
+    "query_exact_match",
+    "query_ids",
+    "result_answers",
+    "semantic_match",
+    "sentence_bleu",
+    "sparql_tokens",
+]

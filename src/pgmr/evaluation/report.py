@@ -1,12 +1,11 @@
-"""What `pgmr eval` writes: scored prediction rows, metrics.json, a markdown report and a rich table."""
+"""What `pgmr eval` writes: scored prediction rows, metrics.json and a markdown report (the CLI prints the
+overall rows of `OVERALL_ROWS` as a table of its own)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-from rich.table import Table
 
 from pgmr.evaluation.metrics import PRIMARY_METRIC, EvaluationResult, RecordEvaluation
 from pgmr.jsonl import atomic_write_text, write_json, write_jsonl
@@ -191,16 +190,6 @@ def markdown_report(
             "",
         ]
     return "\n".join(parts).rstrip() + "\n"
-
-
-def overall_table(result: EvaluationResult, title: str) -> Table:
-    table = Table(title=title)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for key, label, kind in OVERALL_ROWS:
-        if key in result.overall:
-            table.add_row(label, fmt(result.overall.get(key), kind))
-    return table
 
 
 def write_outputs(

@@ -17,18 +17,16 @@ from typing import Any
 from pgmr.experiments.common import (
     ExperimentError,
     Workspace,
-    base_rows,
+    answer_outputs,
     gold_entities,
     md_table,
     metrics_document,
-    note,
     num,
-    parse_outputs,
+    parses,
     pct,
     pgmr_outputs,
+    prediction_rows,
     report_header,
-    resolution_fields,
-    resolve_parsed,
     score,
     sub_memory,
     write_experiment,
@@ -83,19 +81,22 @@ def run(
         else:
             wanted_extra = size * len(gold)
             if wanted_extra > len(others):
-                note(f"[yellow]{label}: only {len(others)} other entities in the memory[/yellow]")
+                ws.reporter.warn(f"{label}: only {len(others)} other entities in the memory")
             chosen = others[:wanted_extra]
             memory, extra = sub_memory(full, set(gold) | set(chosen)), len(chosen)
         started = time.monotonic()
-        resolver = ws.resolver(memory)
         # Grounding asks the memory in use which labels exist, as a deployed system with this memory would.
-        parsed = parse_outputs(outputs, [r.question for r in records], known=resolver.knows)
-        resolved = resolve_parsed(resolver, parsed, label=f"resolving ({label})")
+        answered = answer_outputs(
+            ws.resolver(memory),
+            ws.stages(),
+            [r.question for r in records],
+            outputs,
+            label=f"resolving ({label})",
+            reporter=ws.reporter,
+        )
         seconds = round(time.monotonic() - started, 1)
-        rows = base_rows(records, outputs)
-        for row, result in zip(rows, resolved, strict=True):
-            row.update(resolution_fields(result))
-        evaluation = score(rows, records, catalog=None, label=f"scoring ({label})")
+        rows = prediction_rows(records, outputs, answered)
+        evaluation = score(rows, records, catalog=None, label=f"scoring ({label})", reporter=ws.reporter)
         write_system(
             ws.out_dir / label,
             rows,
@@ -115,7 +116,7 @@ def run(
                 "overall": dict(evaluation.overall),
             }
         )
-        note(
+        ws.reporter.note(
             f"memory {label}: {len(memory.entities)} entities, Query EM {pct(evaluation.overall['query_em'])}"
         )
     doc = metrics_document(
@@ -131,12 +132,12 @@ def run(
         source=source,
         gold_entities=len(gold),
         gold_entities_not_in_memory=len(wanted) - len(gold),
-        parsed_outputs=sum(1 for p in parsed if not isinstance(p, Exception)),
+        parsed_outputs=sum(1 for output in outputs if parses(output)),
         results=results,
     )
     from pgmr.experiments.plots import distractor_plot
 
-    path = distractor_plot(results, ws.out_dir / f"{NAME}.png", title=TITLE)
+    path = distractor_plot(results, ws.out_dir / f"{NAME}.png", title=TITLE, reporter=ws.reporter)
     doc["plots"] = [path.name] if path else []
     write_experiment(ws, doc, report(doc))
     return doc

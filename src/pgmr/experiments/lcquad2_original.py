@@ -16,7 +16,6 @@ from pgmr.experiments.common import (
     metrics_document,
     millions,
     needs_memory,
-    note,
     report_header,
     run_system,
     system_notes,
@@ -49,7 +48,7 @@ def run(ws: Workspace) -> dict[str, Any]:
     systems: dict[str, dict[str, Any]] = {}
     for spec in specs:
         systems[spec.name] = run_system(ws, spec, records, experiment=NAME, dataset=DATASET, catalog=catalog)
-    systems = carry_over(systems, earlier)
+    systems = carry_over(systems, earlier, reporter=ws.reporter)
     doc = metrics_document(
         ws, NAME, TITLE, settings={"dataset": DATASET, "questions": len(records)}, systems=systems
     )
@@ -57,14 +56,14 @@ def run(ws: Workspace) -> dict[str, Any]:
     doc["plots"] = plots
     write_experiment(ws, doc, report(doc))
     if not any(s.get("status") == "ok" for s in systems.values()):
-        note("[yellow]no system could be evaluated: every model is missing[/yellow]")
+        ws.reporter.warn("no system could be evaluated: every model is missing")
     return doc
 
 
 def _plot(ws: Workspace, doc: Mapping[str, Any]) -> list[str]:
     from pgmr.experiments.plots import systems_bar_plot
 
-    path = systems_bar_plot(doc["systems"], ws.out_dir / f"{NAME}.png", title=TITLE)
+    path = systems_bar_plot(doc["systems"], ws.out_dir / f"{NAME}.png", title=TITLE, reporter=ws.reporter)
     return [path.name] if path else []
 
 

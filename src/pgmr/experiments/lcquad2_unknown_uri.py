@@ -1,5 +1,5 @@
 """lcquad2-unknown-uri: LC-QuAD 2.0 re-split so that no test entity occurs in training
-(`pgmr.datasets.unknown_uri`); pgmr and direct (and rag when asked) trained on its training part with the same
+(`pgmr.conversion.unknown_uri`); pgmr and direct (and rag when asked) trained on its training part with the same
 preset and budget, then evaluated on its test part.
 
 Run directories (`<out>/runs/<mode>/`) are resumable: calling the experiment again continues training from
@@ -26,12 +26,9 @@ from pgmr.experiments.common import (
     fmt_seconds,
     md_table,
     metrics_document,
-    note,
     num,
-    progress,
     report_header,
     run_system,
-    status,
     system_notes,
     systems_table,
     write_experiment,
@@ -89,7 +86,6 @@ class UnknownUriOptions:
 def _convert(ws: Workspace, name: str) -> tuple[list[Any], dict[str, Any]]:
     from pgmr.conversion import ConversionSummary, convert_records
     from pgmr.datasets import DatasetError, load_named
-    from pgmr.experiments.common import progress
 
     try:
         records = load_named(name, ws.settings.data_dir).records
@@ -97,7 +93,7 @@ def _convert(ws: Workspace, name: str) -> tuple[list[Any], dict[str, Any]]:
         raise ExperimentError(str(exc)) from None
     summary = ConversionSummary()
     converted = []
-    with progress(f"converting {name}", len(records)) as advance:
+    with ws.reporter.progress(f"converting {name}", len(records)) as advance:
         done = 0
         for record in convert_records(records, ws.catalog, summary):
             converted.append(record)
@@ -116,15 +112,15 @@ def _qa(record: Any) -> Any:
 
 
 def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
+    from pgmr.conversion.unknown_uri import build_split
     from pgmr.datasets.splits import split_train_validation
-    from pgmr.datasets.unknown_uri import build_split
     from pgmr.jsonl import write_json, write_jsonl
     from pgmr.resolver import Prior
     from pgmr.resolver.priors import counts_from_sparql
 
     train_conv, train_info = _convert(ws, "lcquad2-train")
     test_conv, test_info = _convert(ws, "lcquad2-test")
-    with status("building the unknown-URI split"):
+    with ws.reporter.status("building the unknown-URI split"):
         try:
             split = build_split(
                 train_conv,
@@ -138,7 +134,7 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
     split_dir = ws.out_dir / "split"
     write_json(split_dir / "split.json", {**split.stats, "test_ids": split.test_ids()})
     write_jsonl(split_dir / "test.jsonl", [r.to_json() for r in split.test])
-    note(f"unknown-URI split: {len(split.train)} training and {len(split.test)} test records")
+    ws.reporter.note(f"unknown-URI split: {len(split.train)} training and {len(split.test)} test records")
 
     test_records = [_qa(r) for r in split.test]
     if ws.settings.limit:
@@ -179,7 +175,7 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
             resolver=resolver,
             catalog=ws.catalog,
         )
-    kept = carry_over(systems, earlier, add_missing=True)
+    kept = carry_over(systems, earlier, add_missing=True, reporter=ws.reporter)
     earlier_training = (earlier or {}).get("training") or {}
     for mode, entry in kept.items():
         # A kept row's training record comes with it (steps and time for the comparison table).
@@ -199,7 +195,9 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
     )
     from pgmr.experiments.plots import systems_bar_plot
 
-    path = systems_bar_plot(systems, ws.out_dir / f"{NAME}.png", title=TITLE, paper=False)
+    path = systems_bar_plot(
+        systems, ws.out_dir / f"{NAME}.png", title=TITLE, paper=False, reporter=ws.reporter
+    )
     doc["plots"] = [path.name] if path else []
     write_experiment(ws, doc, report(doc))
     return doc
@@ -229,7 +227,8 @@ def _train(
     from pgmr.generators.examples import build_examples
     from pgmr.generators.rag import CONTEXT_CACHE_FILE, CandidateRetriever, ContextCache, memory_fingerprint
     from pgmr.generators.seq2seq.model import is_encoder_decoder_preset
-    from pgmr.generators.seq2seq.train import TrainConfig, train_seq2seq
+    from pgmr.generators.seq2seq.train import TrainConfig
+    from pgmr.generators.trained import train_generator as train_seq2seq
 
     retriever: ContextCache | None = None
     data_info: dict[str, Any] = {
@@ -251,7 +250,7 @@ def _train(
             candidates, run_dir / CONTEXT_CACHE_FILE, memory_id=memory_fingerprint(memory_path)
         )
         questions = [r.question for r in (*train_part, *validation_part)]
-        with progress(f"retrieving candidates for the {mode} inputs", len(questions)) as advance:
+        with ws.reporter.progress(f"retrieving candidates for the {mode} inputs", len(questions)) as advance:
             seen = [0]
 
             def step(done: int, _total: int) -> None:
@@ -259,7 +258,7 @@ def _train(
                 seen[0] = done
 
             retriever.contexts(questions, progress=step)
-    with status(f"building {mode} examples"):
+    with ws.reporter.status(f"building {mode} examples"):
         train_examples = build_examples(
             train_part, mode, retriever=retriever, max_description_words=options.max_description_words
         )
@@ -288,7 +287,7 @@ def _train(
             progress=ws.settings.progress,
             command=ws.settings.command,
         )
-        note(f"training {mode} ({options.preset}) into {run_dir}")
+        ws.reporter.note(f"training {mode} ({options.preset}) into {run_dir}")
         result = train_seq2seq(train_examples, val_examples, run_dir, config, data_info=data_info)
     except ValueError as exc:
         raise ExperimentError(f"training {mode}: {exc}") from None

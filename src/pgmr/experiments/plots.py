@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pgmr.experiments.common import PAPER_COUNTERPART, PAPER_TABLE1, note
+from pgmr.experiments.documents import PAPER_COUNTERPART, PAPER_TABLE1
+from pgmr.experiments.reporting import QUIET, Reporter
 
 # (key in `overall`, label, key in the paper's table)
 BAR_METRICS: tuple[tuple[str, str, str | None], ...] = (
@@ -21,11 +22,11 @@ BAR_METRICS: tuple[tuple[str, str, str | None], ...] = (
 )
 
 
-def _pyplot() -> Any:
+def _pyplot(reporter: Reporter) -> Any:
     try:
         import matplotlib
     except ImportError:
-        note("[yellow]matplotlib is not installed (pip install 'pgmr[bench]'): no plot written[/yellow]")
+        reporter.warn("matplotlib is not installed (pip install 'pgmr[bench]'): no plot written")
         return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -45,11 +46,16 @@ def _save(fig: Any, path: Path) -> Path:
 
 
 def systems_bar_plot(
-    systems: Mapping[str, Mapping[str, Any]], path: Path, *, title: str, paper: bool = True
+    systems: Mapping[str, Mapping[str, Any]],
+    path: Path,
+    *,
+    title: str,
+    paper: bool = True,
+    reporter: Reporter = QUIET,
 ) -> Path | None:
     """Grouped bars per metric (0-100): each evaluated system and (with `paper`) the paper's T5-small
     numbers, hatched."""
-    plt = _pyplot()
+    plt = _pyplot(reporter)
     if plt is None:
         return None
     series: list[tuple[str, list[float | None], bool]] = []
@@ -98,9 +104,11 @@ def systems_bar_plot(
     return saved
 
 
-def distractor_plot(results: Sequence[Mapping[str, Any]], path: Path, *, title: str) -> Path | None:
+def distractor_plot(
+    results: Sequence[Mapping[str, Any]], path: Path, *, title: str, reporter: Reporter = QUIET
+) -> Path | None:
     """Query EM, SQM and URI EM against the number of entities in memory."""
-    plt = _pyplot()
+    plt = _pyplot(reporter)
     if plt is None:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -129,10 +137,12 @@ def distractor_plot(results: Sequence[Mapping[str, Any]], path: Path, *, title: 
     return saved
 
 
-def refusal_plot(doc: Mapping[str, Any], path: Path, *, title: str) -> Path | None:
+def refusal_plot(
+    doc: Mapping[str, Any], path: Path, *, title: str, reporter: Reporter = QUIET
+) -> Path | None:
     """Left: refusal precision/recall and answerable refused against the confidence threshold, one colour per
     unanswerable set; right: the risk-coverage curves (Query EM of the answered questions against coverage)."""
-    plt = _pyplot()
+    plt = _pyplot(reporter)
     if plt is None:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))

@@ -21,7 +21,6 @@ from pgmr.experiments.common import (
     earlier_run,
     metrics_document,
     needs_memory,
-    note,
     predict,
     report_header,
     run_system,
@@ -109,7 +108,7 @@ def run(
         systems[CHAT] = _chat(ws, chat, records, sparql_store, timeout, catalog)
     finally:
         sparql_store.close()
-    systems = carry_over(systems, earlier)
+    systems = carry_over(systems, earlier, reporter=ws.reporter)
     doc = metrics_document(
         ws,
         NAME,
@@ -132,7 +131,9 @@ def run(
     )
     from pgmr.experiments.plots import systems_bar_plot
 
-    path = systems_bar_plot(systems, ws.out_dir / f"{NAME}.png", title=TITLE, paper=False)
+    path = systems_bar_plot(
+        systems, ws.out_dir / f"{NAME}.png", title=TITLE, paper=False, reporter=ws.reporter
+    )
     doc["plots"] = [path.name] if path else []
     write_experiment(ws, doc, report(doc))
     return doc
@@ -144,11 +145,10 @@ def _chat(
     if not chat.given:
         return {"status": "not run", "note": "no chat server given (pass --server URL --server-model NAME)"}
     try:
-        from pgmr.cli.common import Settings
         from pgmr.generators.base import GeneratorError
         from pgmr.generators.chat.build import chat_generator_for_cli
     except ImportError as exc:
-        note(f"[yellow]chat-LLM backend unavailable ({exc}); its row is skipped[/yellow]")
+        ws.reporter.warn(f"chat-LLM backend unavailable ({exc}); its row is skipped")
         return {"status": "skipped", "note": f"chat-LLM backend unavailable: {exc}"}
     from pgmr.datasets import DatasetError
 
@@ -156,7 +156,7 @@ def _chat(
         generator = chat_generator_for_cli(
             chat.server,  # type: ignore[arg-type]
             "pgmr",
-            Settings(data_dir_option=ws.settings.data_dir),
+            ws.settings,  # the shots are read from its data_dir
             model=chat.model,
             shots=chat.shots,
             shots_limit=chat.shots_limit,
@@ -171,9 +171,17 @@ def _chat(
         rows, timings = predict(ws, generator, "pgmr", records, label=CHAT)
     except (ValueError, DatasetError, FileNotFoundError, GeneratorError) as exc:
         # A failing server costs its row, not the rows already computed.
-        note(f"[yellow]{CHAT}: {exc}[/yellow]")
+        ws.reporter.warn(f"{CHAT}: {exc}")
         return {"status": "error", "note": str(exc), "server": chat.server, "model": chat.model}
-    result = score(rows, records, catalog=catalog, store=store, timeout=timeout, label=f"scoring ({CHAT})")
+    result = score(
+        rows,
+        records,
+        catalog=catalog,
+        store=store,
+        timeout=timeout,
+        label=f"scoring ({CHAT})",
+        reporter=ws.reporter,
+    )
     write_system(
         ws.out_dir / CHAT,
         rows,

@@ -30,19 +30,19 @@ from typing import Any
 from pgmr.experiments.common import (
     ExperimentError,
     Workspace,
-    base_rows,
+    answer_outputs,
     md_table,
     metrics_document,
-    parse_outputs,
     pct,
     pgmr_outputs,
+    prediction_rows,
     report_header,
-    resolution_fields,
-    resolve_parsed,
     score,
+    verdicts,
     write_experiment,
     write_system,
 )
+from pgmr.pipeline import AskResult
 
 NAME = "refusal"
 TITLE = "Refusal: confidence-threshold sweep over answerable and unanswerable questions"
@@ -101,20 +101,34 @@ def meets_target(point: Mapping[str, Any]) -> bool:
     )
 
 
+def _answer(
+    ws: Workspace,
+    memory: Any,
+    records: Sequence[Any],
+    outputs: Sequence[str],
+    min_confidence: float,
+    label: str,
+) -> list[AskResult]:
+    """The outputs through the stages against `memory`, refusing below `min_confidence` only (no entity
+    similarity gate: the sweep is about the refusal threshold)."""
+    # Grounded against this memory: removed IDs' labels must not steer the grounding either.
+    return answer_outputs(
+        ws.resolver(memory, entity_threshold=0.0, min_confidence=min_confidence),
+        ws.stages(entity_threshold=0.0, min_confidence=min_confidence),
+        [r.question for r in records],
+        outputs,
+        label=label,
+        reporter=ws.reporter,
+    )
+
+
 def _open_pass(
     ws: Workspace, memory: Any, records: Sequence[Any], outputs: Sequence[str], label: str
-) -> tuple[list[Any], list[Any], list[dict[str, Any]], Any]:
-    """Parsed outputs, their resolutions without refusal, scored rows and the evaluation, against `memory`."""
-    from pgmr.resolver import Resolver, ResolverConfig
-
-    resolver = Resolver(memory, ResolverConfig(relation_threshold=ws.settings.relation_threshold))
-    # Grounded against this memory: removed IDs' labels must not steer the grounding either.
-    parsed = parse_outputs(outputs, [r.question for r in records], known=resolver.knows)
-    resolved = resolve_parsed(resolver, parsed, label=f"resolving ({label}, no refusal)")
-    rows = base_rows(records, outputs)
-    for row, result in zip(rows, resolved, strict=True):
-        row.update(resolution_fields(result))
-    return parsed, resolved, rows, score(rows, records, catalog=None, label=f"scoring ({label})")
+) -> tuple[list[AskResult], list[dict[str, Any]], Any]:
+    """The outputs' results without refusal, scored rows and the evaluation, against `memory`."""
+    results = _answer(ws, memory, records, outputs, 0.0, f"resolving ({label}, no refusal)")
+    rows = prediction_rows(records, outputs, results)
+    return results, rows, score(rows, records, catalog=None, label=f"scoring ({label})", reporter=ws.reporter)
 
 
 def run(
@@ -136,9 +150,9 @@ def run(
     grid = sorted({*thresholds, threshold})
 
     # Every question answerable (the full memory): what refusal costs.
-    _, resolved, _, evaluation = _open_pass(ws, ws.memory, records, outputs, "full memory")
+    resolved, _, evaluation = _open_pass(ws, ws.memory, records, outputs, "full memory")
     em = [r.query_em for r in evaluation.records]
-    conf = [min_confidence(r) for r in resolved]
+    conf = [min_confidence(r) for r in verdicts(resolved)]
     kept = [c is not None and c >= threshold for c in conf]
     rc, area = risk_coverage(conf, em)
     answerable_doc = {
@@ -158,16 +172,16 @@ def run(
         except ValueError as exc:
             raise ExperimentError(str(exc)) from None
         sub_outputs = [by_id[r.id] for r in subset.records]
-        parsed, resolved, _, evaluation = _open_pass(ws, subset.memory, subset.records, sub_outputs, variant)
+        resolved, _, evaluation = _open_pass(ws, subset.memory, subset.records, sub_outputs, variant)
         query_em = [r.query_em for r in evaluation.records]
         uri_em = [r.uri_em for r in evaluation.records]
-        conf = [min_confidence(r) for r in resolved]
+        conf = [min_confidence(r) for r in verdicts(resolved)]
         curve = sweep(conf, subset.answerable, query_em, uri_em, grid)
         meeting = [p for p in curve if meets_target(p)]
         rc, area = risk_coverage(conf, query_em)
         point = dict(next(p for p in curve if p["threshold"] == threshold))
         if variant == VARIANTS[0]:
-            point.update(_for_real(ws, subset, parsed, sub_outputs, threshold))
+            point.update(_for_real(ws, subset, sub_outputs, threshold))
             point["sweep_agrees"] = point["refused_by_resolver"] == point["refused"]
         variants[variant] = {
             "sample": {**subset.summary(), "unparsable_outputs": sum(c is None for c in conf)},
@@ -192,28 +206,27 @@ def run(
     )
     from pgmr.experiments.plots import refusal_plot
 
-    path = refusal_plot(doc, ws.out_dir / f"{NAME}.png", title=TITLE)
+    path = refusal_plot(doc, ws.out_dir / f"{NAME}.png", title=TITLE, reporter=ws.reporter)
     doc["plots"] = [path.name] if path else []
     write_experiment(ws, doc, report(doc))
     return doc
 
 
-def _for_real(
-    ws: Workspace, subset: Any, parsed: Sequence[Any], outputs: Sequence[str], threshold: float
-) -> dict[str, Any]:
+def _for_real(ws: Workspace, subset: Any, outputs: Sequence[str], threshold: float) -> dict[str, Any]:
     """The chosen threshold resolved for real; its refusals must be the sweep's."""
-    from pgmr.resolver import Resolver, ResolverConfig
-
-    chosen = Resolver(
-        subset.memory,
-        ResolverConfig(relation_threshold=ws.settings.relation_threshold, min_confidence=threshold),
+    results = _answer(
+        ws, subset.memory, subset.records, outputs, threshold, f"resolving (threshold {threshold:g})"
     )
-    results = resolve_parsed(chosen, parsed, label=f"resolving (threshold {threshold:g})")
-    rows = base_rows(subset.records, outputs)
-    for row, result, ok in zip(rows, results, subset.answerable, strict=True):
-        row.update(resolution_fields(result))
+    rows = prediction_rows(subset.records, outputs, results)
+    for row, ok in zip(rows, subset.answerable, strict=True):
         row["answerable"] = ok
-    evaluation = score(rows, subset.records, catalog=None, label=f"scoring (threshold {threshold:g})")
+    evaluation = score(
+        rows,
+        subset.records,
+        catalog=None,
+        label=f"scoring (threshold {threshold:g})",
+        reporter=ws.reporter,
+    )
     write_system(
         ws.out_dir / f"threshold-{threshold:g}",
         rows,

@@ -79,11 +79,11 @@ def build_set(variant: str, records: Sequence[QARecord], full: Memory, seed: int
     return UnanswerableSet(variant, tuple(chosen), answerable, frozenset(removed), memory)
 
 
-def min_confidence(result: Resolution | Refusal | IntermediateQueryError) -> float | None:
+def min_confidence(result: Resolution | Refusal | IntermediateQueryError | None) -> float | None:
     """The weakest placeholder's confidence (what the refusal threshold gates): 1.0 for a query without
-    placeholders or without a support model, None for an unparsable output, -inf for a query a similarity
-    threshold already refused."""
-    if isinstance(result, IntermediateQueryError):
+    placeholders or without a support model, None for an unparsable output (an error, or no verdict), -inf
+    for a query a similarity threshold already refused."""
+    if result is None or isinstance(result, IntermediateQueryError):
         return None
     if result.status == "refused" and any(not ev.similar_enough for ev in result.evidence):
         return -math.inf

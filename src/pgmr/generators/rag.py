@@ -18,19 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pgmr.kg.ids import Kind, id_number
+from pgmr.query.question import STOP_WORDS
 
 if TYPE_CHECKING:
     from pgmr.memory import Memory, MemoryHit
 
 _WORD = re.compile(r"\w+(?:['’.\-]\w+)*")
-
-_STOP_WORDS_TEXT = """a about above after all also am an and any are as at be been being before below between both but by
-    can could did do does doing down during each few for from further had has have having he her here hers
-    him his how i if in into is it its itself let me more most my no nor not of off on once only or other
-    our ours out over own same she should so some such than that the their theirs them then there these
-    they this those through to too under until up very was we were what when where which while who whom
-    whose why will with would you your yours tell give name list mention"""
-STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,50 @@
-"""Load a generator trained by `pgmr train`, whichever backend its model card names."""
+"""Train a Hugging Face generator of either architecture (`train_generator`: what `pgmr train` runs), and load
+a generator trained by `pgmr train`, whichever backend its model card names (`load_trained`).
+
+Imports the backends lazily: this module is imported where torch may not be wanted yet.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pgmr.generators.base import Generator
+from pgmr.generators.examples import Example
+
+if TYPE_CHECKING:
+    from pgmr.generators.seq2seq.config import TrainConfig, TrainResult
+    from pgmr.generators.seq2seq.trainer import Architecture
+
+
+def train_generator(
+    train_examples: Sequence[Example],
+    val_examples: Sequence[Example],
+    out_dir: Path | str,
+    config: TrainConfig,
+    *,
+    data_info: Mapping[str, Any] | None = None,
+) -> TrainResult:
+    """Train (or resume) an encoder-decoder or a decoder-only generator into `out_dir`, picked by the preset
+    (`llama-*` presets are decoder-only) or, for a `base`, by its config; the kept model ends up in
+    `out_dir/model`. `data_info` is recorded in the model card as given."""
+    from pgmr.generators.causal.model import CAUSAL_PRESETS
+    from pgmr.generators.seq2seq.config import check_preset
+    from pgmr.generators.seq2seq.encoder_decoder import SEQ2SEQ_PRESETS
+    from pgmr.generators.seq2seq.train import train_model
+
+    check_preset(config, (*SEQ2SEQ_PRESETS, *CAUSAL_PRESETS))
+    return train_model(train_examples, val_examples, out_dir, config, _architecture, data_info=data_info)
+
+
+def _architecture(config: TrainConfig) -> Architecture:
+    from pgmr.generators.causal.model import CAUSAL_PRESETS, is_causal_base
+    from pgmr.generators.causal.train import DecoderOnly
+    from pgmr.generators.seq2seq.encoder_decoder import EncoderDecoder
+
+    causal = config.preset in CAUSAL_PRESETS if config.base is None else is_causal_base(config.base)
+    return DecoderOnly() if causal else EncoderDecoder()
 
 
 def load_trained(

@@ -9,15 +9,16 @@ from __future__ import annotations
 import bz2
 import gzip
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
-
 from pgmr.jsonl import JsonlError, read_jsonl
 from pgmr.kg.ids import Kind, id_kind, is_wikidata_id
+
+# `progress(done, total)`: how far a long read has got, in the unit the caller is told (bytes of a dump).
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,11 @@ class LabelCatalog:
 
     @classmethod
     def from_dump(
-        cls, path: Path | str, language: str = "en", ids: set[str] | None = None, progress: bool = True
+        cls,
+        path: Path | str,
+        language: str = "en",
+        ids: set[str] | None = None,
+        progress: Progress | None = None,
     ) -> LabelCatalog:
         return cls(iter_dump(Path(path), language=language, ids=ids, progress=progress))
 
@@ -132,27 +137,21 @@ def iter_memory_file(path: Path) -> Iterator[CatalogEntry]:
 
 
 def iter_dump(
-    path: Path, language: str = "en", ids: set[str] | None = None, progress: bool = True
+    path: Path, language: str = "en", ids: set[str] | None = None, progress: Progress | None = None
 ) -> Iterator[CatalogEntry]:
     """Stream a Wikidata JSON dump: a JSON array with one entity per line (`[`, `{...},`, ..., `]`).
 
-    Memory stays bounded by one line; progress is shown in compressed bytes read. `ids` keeps only those IDs.
+    Memory stays bounded by one line. `progress(done, total)` is told the compressed bytes read every
+    1000 lines and once at the end. `ids` keeps only those IDs.
     """
     raw = path.open("rb")
     total = path.stat().st_size
-    columns = (
-        TextColumn("[bold]reading dump"),
-        BarColumn(),
-        TransferSpeedColumn(),
-        TimeElapsedColumn(),
-    )
-    with raw, Progress(*columns, disable=not progress, transient=True) as bar:
-        task = bar.add_task("dump", total=total)
-        # Wrap the raw handle so the bar follows compressed bytes, which is what `total` counts.
+    with raw:
+        # Read through the raw handle so that progress counts compressed bytes, which is what `total` counts.
         stream = _decompressing(raw, path)
         for line_no, line in enumerate(stream, 1):
-            if line_no % 1000 == 0:
-                bar.update(task, completed=raw.tell())
+            if progress and line_no % 1000 == 0:
+                progress(raw.tell(), total)
             line = line.strip().rstrip(b",")
             if not line or line in (b"[", b"]"):
                 continue
@@ -167,7 +166,8 @@ def iter_dump(
             entry = entry_from_dump_entity(entity, language)
             if entry is not None:
                 yield entry
-        bar.update(task, completed=total)
+        if progress:
+            progress(total, total)
 
 
 def _decompressing(raw: IO[bytes], path: Path) -> IO[bytes]:
@@ -175,5 +175,5 @@ def _decompressing(raw: IO[bytes], path: Path) -> IO[bytes]:
     if name.endswith(".gz"):
         return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
     if name.endswith(".bz2"):
-        return bz2.BZ2File(raw)  # type: ignore[return-value]
+        return bz2.BZ2File(raw)
     return raw

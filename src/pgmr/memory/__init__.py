@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pgmr.memory.cache import EmbeddingCache
+from pgmr.memory.dictionary import MemoryDictionary, MemoryHit
 from pgmr.memory.encoder import Encoder
 from pgmr.memory.encoders import DEFAULT_MODEL_NAME, SentenceTransformerEncoder, load_encoder
 from pgmr.memory.errors import (
@@ -14,22 +15,9 @@ from pgmr.memory.errors import (
 )
 from pgmr.memory.index import VectorIndex, create_index, load_index
 from pgmr.memory.indexes import INDEX_KINDS, FaissIndex
-from pgmr.memory.store import (
-    FORMAT_VERSION,
-    KINDS,
-    TEXT_TEMPLATE,
-    BuildStats,
-    DictionaryManifest,
-    Memory,
-    MemoryDictionary,
-    MemoryHit,
-    MemoryManifest,
-    MemoryRow,
-    default_cache_dir,
-    memory_rows,
-    memory_text,
-    read_manifest,
-)
+from pgmr.memory.manifest import FORMAT_VERSION, KINDS, DictionaryManifest, MemoryManifest, read_manifest
+from pgmr.memory.rows import TEXT_TEMPLATE, MemoryRow, memory_rows, memory_text
+from pgmr.memory.store import BuildStats, Memory, default_cache_dir
 
 __all__ = [
     "DEFAULT_MODEL_NAME",

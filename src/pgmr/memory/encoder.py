@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+# `progress(done, total)`: texts encoded so far, of all texts of the call.
+EncodeProgress = Callable[[int, int], None]
 
 
 @runtime_checkable
@@ -23,7 +26,7 @@ class Encoder(Protocol):
     def dimension(self) -> int: ...
 
     def encode(
-        self, texts: Sequence[str], batch_size: int = 64, show_progress_bar: bool = False
+        self, texts: Sequence[str], batch_size: int = 64, progress: EncodeProgress | None = None
     ) -> np.ndarray: ...
 
 

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pgmr.query.model import IntermediateQuery, Placeholder
-
-if TYPE_CHECKING:
-    from pgmr.resolver.support import Support
 
 
 @dataclass(frozen=True)
@@ -30,6 +27,19 @@ class Candidate:
     lexical: float = 0.0
     description_similarity: float | None = None
     prior: float = 0.0
+
+
+@dataclass(frozen=True)
+class Support:
+    """One placeholder's support: the estimated probability that its best candidate is right, and the
+    signals it was computed from (pgmr.resolver.support computes it; it lives here, with the evidence that
+    carries it, so that the two modules do not import each other)."""
+
+    confidence: float
+    features: tuple[tuple[str, float], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"confidence": self.confidence, "features": dict(self.features)}
 
 
 @dataclass(frozen=True)

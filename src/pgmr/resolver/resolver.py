@@ -120,7 +120,7 @@ class Resolver:
 
     def knows(self, kind: Kind, text: str) -> bool:
         """Whether `text` is, up to case, accents and spacing, a label or alias of a `kind` of the memory (what
-        label grounding asks: pgmr.generators.grounding.Known)."""
+        label grounding asks: pgmr.resolver.grounding.Known)."""
         return normalize_label(text) in self.lexicon(kind).surfaces
 
     def resolve(self, query: IntermediateQuery) -> Resolution | Refusal:

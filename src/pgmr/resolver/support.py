@@ -40,7 +40,7 @@ from importlib import resources
 from typing import Any
 
 from pgmr.query.model import Placeholder
-from pgmr.resolver.model import Candidate
+from pgmr.resolver.model import Candidate, Support
 from pgmr.resolver.ranking import normalize_label
 
 FEATURES: tuple[str, ...] = (
@@ -133,18 +133,6 @@ class LogisticModel:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationError(f"bad logistic model: {exc}") from None
-
-
-@dataclass(frozen=True)
-class Support:
-    """One placeholder's support: the estimated probability that its best candidate is right, and the
-    signals it was computed from."""
-
-    confidence: float
-    features: tuple[tuple[str, float], ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"confidence": self.confidence, "features": dict(self.features)}
 
 
 @dataclass(frozen=True)

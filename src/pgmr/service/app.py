@@ -10,7 +10,7 @@ reaches a client.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -79,7 +79,7 @@ def error_json(
     code: str,
     message: str,
     details: list[str] | None = None,
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     body: dict[str, Any] = {"code": code, "message": message}
     if details:
@@ -215,7 +215,7 @@ def create_app(
             422: {"model": ErrorResponse, "description": "invalid request"},
         },
     )
-    app.add_middleware(BodyLimit, limit=max_body_bytes)  # type: ignore[arg-type]
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
     app.state.limiter = limiter
 
     @app.exception_handler(Overloaded)

@@ -2,7 +2,9 @@
 embedded oxigraph (`oxigraph_store`) and any SPARQL 1.1 protocol endpoint (`http_store`).
 
 Every backend sends its text through the one SPARQL gate (`pgmr.query.gate`) first, so an UPDATE or a text
-that does not parse never reaches a store, and a SERVICE clause is never evaluated while checking.
+that does not parse never reaches a store, and a SERVICE clause is never evaluated while checking. The
+embedded store also refuses to run SERVICE clauses (`ServiceRefusedError`) unless opened with
+`allow_service=True`: pyoxigraph would call the endpoint they name from this machine.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pgmr.stores.base import (
     QuerySyntaxError,
     ReadOnlyError,
     ResultKind,
+    ServiceRefusedError,
     SparqlStore,
     StoreBadResponse,
     StoreError,
@@ -28,6 +31,7 @@ from pgmr.stores.base import (
     TermKind,
     ensure_read_only,
     prepare_query,
+    service_calls,
     shorten_iri,
     term_from_oxigraph,
 )
@@ -97,6 +101,7 @@ __all__ = [
     "QuerySyntaxError",
     "ReadOnlyError",
     "ResultKind",
+    "ServiceRefusedError",
     "SparqlStore",
     "StoreBadResponse",
     "StoreError",
@@ -109,6 +114,7 @@ __all__ = [
     "is_rdf_file",
     "open_store",
     "prepare_query",
+    "service_calls",
     "shorten_iri",
     "term_from_oxigraph",
 ]

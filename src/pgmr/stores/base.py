@@ -11,12 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pgmr.kg.ids import WIKIDATA_PREFIXES
 from pgmr.query import gate
-from pgmr.query.errors import InvalidSparqlError, ReadOnlyQueryError
+from pgmr.query.errors import IntermediateQueryError, InvalidSparqlError, ReadOnlyQueryError
 from pgmr.query.gate import PreparedQuery
+from pgmr.query.lexer import tokenize
 
 TermKind = Literal["iri", "literal", "bnode", "triple"]
 ResultKind = Literal["bindings", "boolean", "graph"]
@@ -56,6 +58,19 @@ class ReadOnlyError(StoreError):
     """SPARQL UPDATE (INSERT, DELETE, LOAD, CLEAR, DROP, CREATE, ...) refused before reaching any store."""
 
     code = "read_only"
+
+
+class ServiceRefusedError(StoreError):
+    """A query with a SERVICE clause refused by a store that would otherwise call the endpoint it names.
+
+    `endpoints` lists what the clauses name as written (`<http://...>`, `wikibase:label`, `?var`); empty when
+    the clause was found without its name."""
+
+    code = "service_refused"
+
+    def __init__(self, message: str, endpoints: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.endpoints = endpoints
 
 
 class QuerySyntaxError(StoreError):
@@ -279,6 +294,69 @@ def prepare_query(sparql: str) -> PreparedQuery:
         raise QuerySyntaxError(
             f"invalid SPARQL query{where}: {gate.detail_of(exc)}", exc.line, exc.column
         ) from None
+
+
+# --- SERVICE clauses ----------------------------------------------------------------------------------------
+# The embedded store evaluates SERVICE by calling the endpoint it names, from the machine pgmr runs on: a model
+# (or a user of `pgmr serve`) that writes one makes the server send requests of their choosing (server-side
+# request forgery). Stores that would do so refuse such queries unless told otherwise.
+
+_SERVICE_WORD = re.compile(r"service", re.IGNORECASE | re.ASCII)
+# Same length as "service", so that it fits wherever the word can stand without being the keyword: in a
+# string, IRI, comment, prefixed name, variable or language tag.
+_NOT_SERVICE = "zzzzzzz"
+
+
+@lru_cache(maxsize=1)
+def _probe_store() -> Any:
+    import pyoxigraph as ox
+
+    return ox.Store()
+
+
+def service_calls(sparql: str) -> tuple[str, ...]:
+    """The endpoints the SERVICE clauses of a query name, as written (`<http://...>`, `wikibase:label`,
+    `?var`); empty when it has none. `sparql` is a query that passed `prepare_query`.
+
+    Oxigraph matches keywords in ASCII case only, so a text without the letters "service" has no SERVICE
+    clause. Otherwise pgmr's lexer names the endpoints. Where it sees none (the word is in a string, an IRI, a
+    comment, a name... or the lexer was misled, e.g. by a `\\#` escape in a prefixed name, which it takes for
+    the start of a comment), every occurrence is masked and the text parsed again, which cannot reach the
+    network: if the masked text no longer parses, an occurrence was the keyword, named `""` here.
+    """
+    if not _SERVICE_WORD.search(sparql):
+        return ()
+    try:
+        tokens = [t for t in tokenize(sparql) if t.kind != "comment"]
+    except IntermediateQueryError:
+        tokens = []
+    endpoints: list[str] = []
+    for i, tok in enumerate(tokens):
+        if tok.kind == "keyword" and tok.text.upper() == "SERVICE":
+            rest = tokens[i + 1 : i + 3]
+            if rest and rest[0].kind == "keyword" and rest[0].text.upper() == "SILENT":
+                rest = rest[1:]
+            endpoints.append(rest[0].text if rest else "")
+    if endpoints:
+        return tuple(endpoints)
+    try:
+        _probe_store().query(_SERVICE_WORD.sub(_NOT_SERVICE, sparql))
+    except (SyntaxError, OSError, ValueError, TypeError):
+        return ("",)
+    return ()
+
+
+def refuse_service_calls(sparql: str, where: str) -> None:
+    """Raise ServiceRefusedError when `sparql` has a SERVICE clause; `where` names the store in the message."""
+    endpoints = service_calls(sparql)
+    if not endpoints:
+        return
+    named = ", ".join(e for e in endpoints if e)
+    raise ServiceRefusedError(
+        f"SERVICE {named + ' ' if named else ''}is refused: {where} would send a request to the endpoint a "
+        "SERVICE clause names (federated queries are off; open the store with allow_service=True to run them)",
+        endpoints,
+    )
 
 
 def ensure_read_only(sparql: str) -> None:

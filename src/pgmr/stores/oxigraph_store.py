@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from pgmr.stores.base import (
     StoreTimeout,
     Term,
     prepare_query,
+    refuse_service_calls,
     term_from_oxigraph,
 )
 
@@ -132,6 +134,10 @@ class _CountingReader:
     def readable(self) -> bool:
         return True
 
+    def seek(self, offset: int, whence: int = 0) -> int:
+        # GzipFile wants one (to rewind, which loading never does); the count holds for forward reads only.
+        raise io.UnsupportedOperation("seek")
+
 
 class OxigraphStore:
     """A read-only `SparqlStore` over an embedded pyoxigraph store, plus bulk loading for building one.
@@ -140,6 +146,10 @@ class OxigraphStore:
     After a timeout the worker is abandoned: a streaming query stops at its next result row, but one whose
     work happens before the first row (ORDER BY, GROUP BY, aggregates, ASK) finishes in the background, on
     a daemon thread that never keeps the process alive.
+
+    pyoxigraph runs a SERVICE clause by sending the query to the endpoint it names, from this machine, so a
+    query a model wrote could make pgmr call any address it can reach (a service on the loopback, a cloud
+    metadata endpoint). Such queries raise `ServiceRefusedError` unless `allow_service` is true.
     """
 
     def __init__(
@@ -149,21 +159,30 @@ class OxigraphStore:
         path: Path | None = None,
         read_only: bool = False,
         timeout: float | None = DEFAULT_TIMEOUT,
+        allow_service: bool = False,
     ) -> None:
         self._store: Any = store
         self.path = path
         self.read_only = read_only
         self.timeout = timeout
+        self.allow_service = allow_service
 
     # -- opening ---------------------------------------------------------------------------------------------
 
     @classmethod
-    def in_memory(cls, *, timeout: float | None = DEFAULT_TIMEOUT) -> OxigraphStore:
-        return cls(ox.Store(), timeout=timeout)
+    def in_memory(
+        cls, *, timeout: float | None = DEFAULT_TIMEOUT, allow_service: bool = False
+    ) -> OxigraphStore:
+        return cls(ox.Store(), timeout=timeout, allow_service=allow_service)
 
     @classmethod
     def open(
-        cls, path: Path | str, read_only: bool = True, *, timeout: float | None = DEFAULT_TIMEOUT
+        cls,
+        path: Path | str,
+        read_only: bool = True,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        allow_service: bool = False,
     ) -> OxigraphStore:
         """Open an on-disk store. Read-only needs an existing store directory; read-write creates one."""
         path = Path(path).expanduser()
@@ -184,14 +203,19 @@ class OxigraphStore:
                 store = ox.Store(str(path))
             except OSError as exc:
                 raise StoreError(f"cannot open the oxigraph store at {path}: {exc}") from None
-        return cls(store, path=path, read_only=read_only, timeout=timeout)
+        return cls(store, path=path, read_only=read_only, timeout=timeout, allow_service=allow_service)
 
     @classmethod
     def from_file(
-        cls, path: Path | str, format: str | None = None, *, timeout: float | None = DEFAULT_TIMEOUT
+        cls,
+        path: Path | str,
+        format: str | None = None,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        allow_service: bool = False,
     ) -> OxigraphStore:
         """An in-memory store loaded from one RDF file (handy for small graphs such as the QALD-10 one)."""
-        store = cls.in_memory(timeout=timeout)
+        store = cls.in_memory(timeout=timeout, allow_service=allow_service)
         store.load(path, format)
         return store
 
@@ -251,6 +275,8 @@ class OxigraphStore:
 
     def query(self, sparql: str, *, timeout: float | None = None) -> QueryResult:
         prepared = prepare_query(sparql)
+        if not self.allow_service:
+            refuse_service_calls(prepared.text, "the embedded oxigraph store")
         store = self._open_store()
         limit = self.timeout if timeout is None else timeout
         if limit is not None and limit <= 0:
@@ -312,4 +338,5 @@ class OxigraphStore:
 
     def __repr__(self) -> str:
         where = str(self.path) if self.path else "memory"
-        return f"OxigraphStore({where}, read_only={self.read_only})"
+        service = ", allow_service=True" if self.allow_service else ""
+        return f"OxigraphStore({where}, read_only={self.read_only}{service})"

@@ -8,7 +8,6 @@ card so that a model is always prompted the way it was trained.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,8 @@ from transformers import (
 )
 
 from pgmr.generators.base import PGMR_MODES, check_mode
+from pgmr.generators.seq2seq.config import LoraSettings
+from pgmr.generators.seq2seq.tokenizer import keeps_newlines
 
 log = logging.getLogger(__name__)
 
@@ -68,24 +69,6 @@ def prompt_ids(tokenizer: PreTrainedTokenizerBase, source: str, mode: str, max_s
     return bos + tokenizer(prompt_text(source, mode), add_special_tokens=False)["input_ids"]
 
 
-@dataclass(frozen=True)
-class LoraSettings:
-    """LoRA adapters via peft; `r == 0` means full fine-tuning."""
-
-    r: int = 0
-    alpha: int = 16
-    dropout: float = 0.05
-    target_modules: str = "all-linear"
-
-    def __post_init__(self) -> None:
-        if self.r < 0 or self.alpha <= 0 or not 0.0 <= self.dropout < 1.0:
-            raise ValueError("LoRA needs r >= 0, alpha > 0 and 0 <= dropout < 1")
-
-    @property
-    def enabled(self) -> bool:
-        return self.r > 0
-
-
 def is_causal_base(base: str) -> bool:
     """Whether a checkpoint (dir or hub name) is decoder-only: its config says it is not encoder-decoder."""
     try:
@@ -123,9 +106,6 @@ def load_causal_base(
     base: str, *, need_newlines: bool = True
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A decoder-only checkpoint and its tokenizer (pad token set; "\\n" added where the tokenizer drops it)."""
-    # Imported here: pgmr.generators.seq2seq imports this module through its trainer.
-    from pgmr.generators.seq2seq.tokenizer import keeps_newlines
-
     tokenizer = _with_pad(AutoTokenizer.from_pretrained(base))
     model = AutoModelForCausalLM.from_pretrained(base)
     if need_newlines and not keeps_newlines(tokenizer):
@@ -150,15 +130,6 @@ def add_lora(model: PreTrainedModel, lora: LoraSettings) -> Any:
         target_modules=lora.target_modules,
     )
     return get_peft_model(model, config)
-
-
-def merged(model: Any) -> PreTrainedModel:
-    """The plain model to save: LoRA adapters merged into the base weights (loadable without peft)."""
-    try:
-        from peft import PeftModel
-    except ImportError:  # peft absent: the model cannot carry adapters
-        return model
-    return model.merge_and_unload() if isinstance(model, PeftModel) else model
 
 
 def load_causal_dir(model_dir: Path | str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

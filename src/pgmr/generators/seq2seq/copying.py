@@ -2,7 +2,7 @@
 
 Small generators trained here get the query structure right far more often than they spell the labels
 ("Mabh" for "Somalia", "Bruticlatic ID" for "Linguasphere code"), and post-hoc grounding
-(`pgmr.generators.grounding`) can only repair an entity label that is already close to a question span. Most
+(`pgmr.resolver.grounding`) can only repair an entity label that is already close to a question span. Most
 LC-QuAD 2.0 entity labels, and many relation labels (the long tail of "... ID" properties above all), are
 copied from the question. So during decoding, inside `[ENT] ... [/ENT]` (and `[REL] ... [/REL]` with its own
 bonus), every token that extends the label along some word span of the question gets a bonus added to its
@@ -26,8 +26,7 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor, PreTrainedTokenizerBase
 
-from pgmr.generators.grounding import question_spans
-from pgmr.generators.rag import STOP_WORDS
+from pgmr.query.question import STOP_WORDS, question_spans
 
 ENT_OPEN, ENT_CLOSE = " [ENT]", " [/ENT]"
 REL_OPEN, REL_CLOSE = " [REL]", " [/REL]"

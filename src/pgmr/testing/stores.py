@@ -1,12 +1,21 @@
-"""The behaviour every `SparqlStore` backend owes its callers, as a reusable test class.
+"""The behaviour every `SparqlStore` backend owes its callers, as a reusable pytest class.
 
 A backend's test class inherits `StoreContract` and provides one fixture, `store`: a store holding exactly
-`CONTRACT_NT` (write it with the `contract_file` fixture). Nothing here knows which backend it runs on.
+`CONTRACT_NT` (the class-scoped `contract_file` fixture writes it to a file to load). Nothing here knows
+which backend it runs on::
+
+    class TestMyStore(StoreContract):
+        @pytest.fixture(scope="class")
+        @classmethod
+        def store(cls, contract_file: Path) -> Iterator[SparqlStore]:
+            with MyStore.from_file(contract_file) as store:
+                yield store
 """
 
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -61,6 +70,20 @@ UPDATES = [
     "COPY DEFAULT TO <http://example.org/g>",
     "ADD DEFAULT TO <http://example.org/g>",
     "MOVE DEFAULT TO <http://example.org/g>",
+]
+
+
+__all__ = [
+    "CONTRACT_NT",
+    "CONTRACT_TRIPLES",
+    "RDFS_LABEL",
+    "SCHEMA_DESCRIPTION",
+    "SLOW_QUERY",
+    "UPDATES",
+    "WD",
+    "WDT",
+    "XSD",
+    "StoreContract",
 ]
 
 
@@ -153,11 +176,32 @@ class StoreContract:
             (WD + "Q1055", RDFS_LABEL, "Hambourg", "fr"),
         }
 
+    def test_results_round_trip_through_sparql_json(self, store: SparqlStore) -> None:
+        for query in (
+            "SELECT ?c ?l WHERE { ?c wdt:P31 wd:Q515 OPTIONAL { ?c rdfs:label ?l } }",
+            "ASK { wd:Q183 wdt:P36 wd:Q64 }",
+        ):
+            result = store.query(query)
+            assert QueryResult.from_json(result.to_json()) == result
+
+    def test_concurrent_queries_get_their_own_answers(self, store: SparqlStore) -> None:
+        # The pipeline runs store queries from many threads at once (the service's request threads).
+        queries = {
+            "SELECT ?x WHERE { wd:Q183 wdt:P36 ?x }": [Term.iri(WD + "Q64")],
+            "SELECT ?x WHERE { ?x rdfs:label 'Hambourg'@fr }": [Term.iri(WD + "Q1055")],
+            "SELECT ?x WHERE { wd:Q64 wdt:P31 ?x }": [Term.iri(WD + "Q515")],
+        }
+        work = list(queries) * 8
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(lambda q: store.query(q).values(), work))
+        assert answers == [queries[q] for q in work]
+
     @pytest.mark.parametrize("update", UPDATES)
     def test_updates_are_refused_and_change_nothing(self, store: SparqlStore, update: str) -> None:
         before = _count(store)
-        with pytest.raises(ReadOnlyError, match="SPARQL UPDATE is refused"):
+        with pytest.raises(ReadOnlyError, match="SPARQL UPDATE is refused") as info:
             store.query(update)
+        assert info.value.code == "read_only"
         assert _count(store) == before == CONTRACT_TRIPLES
 
     @pytest.mark.parametrize(
@@ -171,8 +215,9 @@ class StoreContract:
         ],
     )
     def test_malformed_queries_raise_query_syntax_error(self, store: SparqlStore, bad: str) -> None:
-        with pytest.raises(QuerySyntaxError):
+        with pytest.raises(QuerySyntaxError) as info:
             store.query(bad)
+        assert info.value.code == "syntax" and str(info.value)
 
     def test_timeout_raises_store_timeout_and_store_stays_usable(self, store: SparqlStore) -> None:
         started = time.monotonic()

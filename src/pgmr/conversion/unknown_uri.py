@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pgmr.conversion import ConvertedRecord
+from pgmr.conversion.convert import ConvertedRecord
 from pgmr.kg.ids import id_kind
 
 TRAIN_PREFIX = "lcquad2-train"

@@ -43,16 +43,14 @@ from dataclasses import dataclass, replace
 
 from rapidfuzz import fuzz
 
-from pgmr.generators.rag import STOP_WORDS
 from pgmr.kg.ids import Kind
 from pgmr.query import IntermediateQuery, IntermediateQueryError
 from pgmr.query.lexer import tokenize
+from pgmr.query.question import STOP_WORDS, question_spans, question_words
 
 LITERAL = "literal"
 # Is this text a label or alias of the memory, for entities or relations? (`Resolver.knows`)
 Known = Callable[[Kind, str], bool]
-_WORD = re.compile(r"[^\s?!,;:\"()\[\]{}]+")
-_TRIM = "'’`.\""
 
 
 @dataclass(frozen=True)
@@ -81,21 +79,6 @@ class Snap:
     generated: str
     grounded: str
     similarity: float
-
-
-def question_spans(question: str, max_words: int = 8) -> list[str]:
-    """Every run of up to `max_words` words, as written in the question (possessive 's and quotes trimmed)."""
-    words = [m.group(0) for m in _WORD.finditer(question)]
-    spans: list[str] = []
-    for i in range(len(words)):
-        for j in range(i + 1, min(len(words), i + max_words) + 1):
-            text = " ".join(words[i:j])
-            if text.endswith(("'s", "’s")):
-                text = text[:-2]
-            text = text.strip(_TRIM)
-            if text:
-                spans.append(text)
-    return list(dict.fromkeys(spans))
 
 
 def _closest(key: str, spans: list[tuple[str, str]]) -> tuple[str, float]:
@@ -229,7 +212,7 @@ def ground_literals(query: IntermediateQuery, question: str) -> tuple[Intermedia
     folded_question = question.casefold()
     numbers = [m.group(0) for m in _QUESTION_NUMBER.finditer(question)]
     values = {v for v in map(_number_value, numbers) if v is not None}
-    label_words = {w.casefold() for p in query.placeholders for w in _WORD.findall(p.label)}
+    label_words = {w.casefold() for p in query.placeholders for w in question_words(p.label)}
     words = [
         word
         for word in question_spans(question, max_words=1)
@@ -278,3 +261,15 @@ def ground_literals(query: IntermediateQuery, question: str) -> tuple[Intermedia
 
 def _escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+__all__ = [
+    "LITERAL",
+    "GroundingConfig",
+    "Known",
+    "Snap",
+    "ground",
+    "ground_labels",
+    "ground_literals",
+    "question_spans",
+]

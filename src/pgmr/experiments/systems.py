@@ -1,0 +1,106 @@
+"""The compared systems: a trained model of one mode each, or missing (reported with the command that
+makes it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pgmr.experiments.settings import DEFAULT_MODELS, ExperimentError, ExperimentSettings, train_command
+from pgmr.generators.base import MODES, PGMR_MODES, RAG_MODES, Generator
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """One compared system: a trained model of `mode` at `model_dir`, or missing (`model_dir` None)."""
+
+    name: str
+    mode: str
+    requested: Path  # the path given (or the default), reported when missing
+    model_dir: Path | None
+    card: Mapping[str, Any] = field(default_factory=dict)
+    explicit: bool = False
+    make_command: str | None = None  # how to make a missing model; default: `train_command(name)`
+
+    @property
+    def missing(self) -> bool:
+        return self.model_dir is None
+
+    @property
+    def how_to_make(self) -> str:
+        return self.make_command or train_command(self.name)
+
+    def describe(self) -> dict[str, Any]:
+        if self.model_dir is None:
+            return {"status": "missing", "model": str(self.requested), "train_command": self.how_to_make}
+        model = self.card.get("model", {})
+        training = self.card.get("training", {})
+        return {
+            "model": str(self.model_dir),
+            "mode": self.mode,
+            "preset": model.get("preset") or model.get("base"),
+            "parameters": model.get("parameters"),
+            "train_steps": training.get("global_step"),
+            "train_wall_seconds": training.get("wall_seconds"),
+            "validation_exact_match": self.card.get("validation", {}).get("exact_match"),
+        }
+
+
+def system_spec(name: str, path: Path | None) -> SystemSpec:
+    """The system `name` (a mode) with the model at `path`, else its default. A given path that holds no
+    model, or a model of another mode, is an ExperimentError; a missing default is reported as missing."""
+    from pgmr.generators.seq2seq.card import ModelCardError, read_model_card, resolve_model_dir
+
+    if name not in MODES:
+        raise ExperimentError(f"unknown system {name!r}; expected one of {', '.join(MODES)}")
+    explicit = path is not None
+    requested = path if path is not None else Path(DEFAULT_MODELS[name])
+    try:
+        model_dir = resolve_model_dir(requested)
+        card = read_model_card(model_dir)
+    except ModelCardError as exc:
+        if explicit:
+            raise ExperimentError(f"--models {name}={requested}: {exc}") from None
+        return SystemSpec(name, name, requested, None)
+    if card["mode"] != name:
+        raise ExperimentError(
+            f"the {name} model at {model_dir} is a {card['mode']!r} model; pass a {name!r} model"
+        )
+    return SystemSpec(name, name, requested, model_dir, card, explicit)
+
+
+def needs_memory(specs: Sequence[SystemSpec]) -> bool:
+    """Whether any present system resolves (pgmr modes) or retrieves (rag modes) against the memory."""
+    return any(not s.missing and (s.mode in PGMR_MODES or s.mode in RAG_MODES) for s in specs)
+
+
+def load_generator(spec: SystemSpec, settings: ExperimentSettings) -> Generator:
+    from pgmr.generators.trained import load_trained
+
+    assert spec.model_dir is not None
+    return load_trained(
+        spec.model_dir,
+        settings.device,
+        num_beams=settings.num_beams,
+        max_new_tokens=settings.max_new_tokens,
+        copy_bias=settings.copy_bias,
+        relation_copy_bias=settings.relation_copy_bias,
+    )
+
+
+def decoding_info(generator: Generator) -> dict[str, Any]:
+    """How a seq2seq generator decoded (beam width, copy bias), for the record; {} for other generators."""
+    if not hasattr(generator, "num_beams"):
+        return {}
+    return {
+        "num_beams": generator.num_beams,
+        "copy_bias": getattr(generator, "copy_bias", 0.0),
+        "relation_copy_bias": getattr(generator, "relation_copy_bias", 0.0),
+        "copy_close": getattr(generator, "copy_close", True),
+        "relation_copy_close": getattr(generator, "relation_copy_close", True),
+    }
+
+
+__all__ = ["SystemSpec", "decoding_info", "load_generator", "needs_memory", "system_spec"]

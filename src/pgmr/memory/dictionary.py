@@ -1,0 +1,180 @@
+"""One kind's memory: its rows and the vector index over their embeddings, searched for the best unique IDs,
+and loaded from a memory directory's files."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pgmr.kg.ids import Kind, id_number
+from pgmr.memory.cache import file_sha256
+from pgmr.memory.encoder import Encoder
+from pgmr.memory.errors import MemoryCorruptError, PgmrMemoryError
+from pgmr.memory.index import VectorIndex, load_index
+from pgmr.memory.manifest import MemoryManifest
+from pgmr.memory.rows import REBUILD_HINT, MemoryRow, read_rows
+
+# Rows fetched per requested hit: aliases put several rows of one ID near each other, and collapsing them to
+# unique IDs needs more rows than k.
+OVERFETCH = 4
+
+
+@dataclass(frozen=True)
+class MemoryHit:
+    id: str
+    label: str
+    description: str | None
+    score: float
+    matched_text: str
+
+
+class MemoryDictionary:
+    """The memory of one kind: rows and the index over their vectors (row id i is rows[i])."""
+
+    def __init__(
+        self, kind: Kind, rows: Sequence[MemoryRow], index: VectorIndex, encoder: Encoder | None = None
+    ) -> None:
+        if len(rows) != len(index):
+            raise ValueError(f"{kind} dictionary: {len(rows)} rows but {len(index)} vectors in the index")
+        self.kind = kind
+        self.rows: tuple[MemoryRow, ...] = tuple(rows)
+        self.index = index
+        self.encoder = encoder
+        self._first_row: dict[str, int] = {}
+        rows_by_id: dict[str, list[int]] = {}
+        for position, row in enumerate(self.rows):
+            self._first_row.setdefault(row.id, position)
+            rows_by_id.setdefault(row.id, []).append(position)
+        self._rows_by_id = {wid: tuple(positions) for wid, positions in rows_by_id.items()}
+        self._ids = frozenset(self._first_row)
+
+    def __len__(self) -> int:
+        """The number of IDs (rows are more: aliases)."""
+        return len(self._ids)
+
+    def __contains__(self, wikidata_id: object) -> bool:
+        return wikidata_id in self._ids
+
+    def __repr__(self) -> str:
+        return (
+            f"MemoryDictionary({self.kind!r}, ids={len(self)}, rows={len(self.rows)}, index={self.index!r})"
+        )
+
+    def ids(self) -> frozenset[str]:
+        return self._ids
+
+    def get(self, wikidata_id: str) -> MemoryRow | None:
+        """The label row of an ID (its label and description), or None."""
+        position = self._first_row.get(wikidata_id)
+        return None if position is None else self.rows[position]
+
+    def search(self, texts: Sequence[str], k: int = 5) -> list[list[MemoryHit]]:
+        """Per text, the k best unique IDs, best first. Texts should come from `memory_text`."""
+        if self.encoder is None:
+            raise PgmrMemoryError("this memory has no encoder to embed texts; use search_vectors")
+        if isinstance(texts, str):
+            raise TypeError("search takes a sequence of texts, not one string")
+        return self.search_vectors(self.encoder.encode(list(texts)), k)
+
+    def search_vectors(self, vectors: np.ndarray, k: int = 5) -> list[list[MemoryHit]]:
+        """Like `search`, from query vectors of the memory's encoder (shape (n, dimension), unit rows)."""
+        if k < 1:
+            raise ValueError(f"k must be positive, got {k}")
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2:
+            raise ValueError(f"query vectors must be a 2-d array, got shape {vectors.shape}")
+        results: list[list[MemoryHit]] = [[] for _ in range(len(vectors))]
+        total = len(self.rows)
+        pending = list(range(len(vectors)))
+        fetch = min(total, k * OVERFETCH)
+        while pending and fetch:
+            scores, row_ids = self.index.search(vectors[pending], fetch)
+            short: list[int] = []
+            for query, query_scores, query_rows in zip(pending, scores, row_ids, strict=True):
+                hits = self._collapse(query_scores, query_rows, k)
+                # IDs with many aliases can fill the fetched rows; fetch more until k IDs or all rows.
+                if len(hits) < k and fetch < total:
+                    short.append(query)
+                else:
+                    results[query] = hits
+            pending = short
+            fetch = min(total, fetch * OVERFETCH)
+        return results
+
+    def rows_of(self, wikidata_id: str) -> tuple[int, ...]:
+        """Row ids of every row (label, aliases, with and without description) of an ID."""
+        return self._rows_by_id.get(wikidata_id, ())
+
+    def similarities(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        """Best similarity of one query vector to each given ID's rows, for IDs the search did not return."""
+        ids = [i for i in ids if i in self._ids]
+        if not ids:
+            return {}
+        row_ids = np.array([r for i in ids for r in self._rows_by_id[i]], dtype=np.int64)
+        scores = self.index.reconstruct(row_ids) @ np.asarray(vector, dtype=np.float32)
+        best: dict[str, float] = {}
+        for row_id, score in zip(row_ids.tolist(), scores.tolist(), strict=True):
+            wid = self.rows[row_id].id
+            best[wid] = max(best.get(wid, float("-inf")), score)
+        return best
+
+    def _collapse(self, scores: np.ndarray, row_ids: np.ndarray, k: int) -> list[MemoryHit]:
+        best: dict[str, tuple[float, int]] = {}
+        for score, row_id in zip(scores.tolist(), row_ids.tolist(), strict=True):
+            if row_id < 0:
+                continue
+            wikidata_id = self.rows[row_id].id
+            if wikidata_id not in best or score > best[wikidata_id][0]:
+                best[wikidata_id] = (score, row_id)
+        ranked = sorted(best.items(), key=lambda item: (-item[1][0], id_number(item[0]), item[0]))[:k]
+        return [
+            MemoryHit(
+                id=row.id, label=row.label, description=row.description, score=score, matched_text=row.text
+            )
+            for score, row in ((score, self.rows[row_id]) for _, (score, row_id) in ranked)
+        ]
+
+
+def load_dictionary(path: Path, kind: Kind, manifest: MemoryManifest, verify: bool) -> MemoryDictionary:
+    """One kind's rows and index from a memory directory, checked against its manifest (and, with `verify`,
+    against the files' sha256). Without an encoder: `Memory.load` attaches one."""
+    expected = manifest.dictionaries[kind]
+    rows_path, index_path = path / expected.rows_file, path / expected.index_file
+    for file, checksum in ((rows_path, expected.rows_sha256), (index_path, expected.index_sha256)):
+        if not file.is_file():
+            raise MemoryCorruptError(f"memory {path} is incomplete: {file.name} is missing; {REBUILD_HINT}")
+        if verify and file_sha256(file) != checksum:
+            raise MemoryCorruptError(
+                f"memory {path} is corrupt: {file.name} does not match the checksum in its manifest "
+                f"(truncated or edited); {REBUILD_HINT}"
+            )
+    rows = read_rows(rows_path, path)
+    try:
+        index = load_index(index_path, manifest.index_backend)
+    except (RuntimeError, ValueError) as exc:
+        raise MemoryCorruptError(
+            f"memory {path}: {index_path.name} is unreadable ({exc}); {REBUILD_HINT}"
+        ) from None
+    problems = []
+    if len(rows) != expected.rows:
+        problems.append(f"{rows_path.name} has {len(rows)} rows, the manifest says {expected.rows}")
+    if len(index) != len(rows):
+        problems.append(f"{index_path.name} has {len(index)} vectors for {len(rows)} rows")
+    if index.dimension != manifest.dimension:
+        problems.append(
+            f"{index_path.name} has dimension {index.dimension}, the manifest says {manifest.dimension}"
+        )
+    if index.kind != manifest.index_kind:
+        problems.append(f"{index_path.name} is a {index.kind} index, the manifest says {manifest.index_kind}")
+    if problems:
+        raise MemoryCorruptError(f"memory {path} is inconsistent: {'; '.join(problems)}; {REBUILD_HINT}")
+    dictionary = MemoryDictionary(kind, rows, index)
+    if len(dictionary) != expected.ids:
+        raise MemoryCorruptError(
+            f"memory {path} is inconsistent: {rows_path.name} has {len(dictionary)} IDs, the manifest says "
+            f"{expected.ids}; {REBUILD_HINT}"
+        )
+    return dictionary

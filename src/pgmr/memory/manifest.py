@@ -1,0 +1,161 @@
+"""A memory directory's manifest.json: format version, encoder, index, counts and the sha256 of every file.
+
+Reading it is where a memory from another pgmr, another encoder or another text template is refused, and where
+a memory left aside by a killed build is put back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pgmr import __version__
+from pgmr.fsutil import recover_dir
+from pgmr.kg.ids import Kind
+from pgmr.memory.cache import file_sha256
+from pgmr.memory.encoder import Encoder
+from pgmr.memory.errors import MemoryCorruptError, MemoryMismatchError, MemoryNotFoundError
+from pgmr.memory.rows import REBUILD_HINT, TEXT_TEMPLATE
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 2
+KINDS: tuple[Kind, ...] = ("entity", "relation")
+MANIFEST_FILE = "manifest.json"
+PRIOR_FILE = "prior.json"
+_STEMS: dict[Kind, str] = {"entity": "entities", "relation": "relations"}
+ROWS_FILES: dict[Kind, str] = {kind: f"{stem}.rows.jsonl" for kind, stem in _STEMS.items()}
+INDEX_FILES: dict[Kind, str] = {kind: f"{stem}.faiss" for kind, stem in _STEMS.items()}
+
+
+@dataclass(frozen=True)
+class DictionaryManifest:
+    ids: int
+    rows: int
+    rows_file: str
+    index_file: str
+    rows_sha256: str = ""
+    index_sha256: str = ""
+
+
+@dataclass(frozen=True)
+class MemoryManifest:
+    encoder: str
+    dimension: int
+    index_kind: str
+    dictionaries: Mapping[str, DictionaryManifest]
+    index_backend: str = "faiss"
+    index_options: Mapping[str, Any] = field(default_factory=dict)
+    text_template: str = TEXT_TEMPLATE
+    created_at: str = ""
+    pgmr_version: str = __version__
+    format_version: int = FORMAT_VERSION
+    # {"file": "prior.json", "sha256": ..., "ids": n} when the memory carries prominence counts.
+    prior: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        # Explicit order: the version and encoder are what a reader of manifest.json looks for first.
+        return {
+            "format_version": self.format_version,
+            "pgmr_version": self.pgmr_version,
+            "created_at": self.created_at,
+            "encoder": self.encoder,
+            "dimension": self.dimension,
+            "text_template": self.text_template,
+            "index_backend": self.index_backend,
+            "index_kind": self.index_kind,
+            "index_options": dict(self.index_options),
+            "dictionaries": {kind: asdict(d) for kind, d in self.dictionaries.items()},
+            "prior": dict(self.prior),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MemoryManifest:
+        dictionaries = {kind: DictionaryManifest(**data["dictionaries"][kind]) for kind in KINDS}
+        manifest = cls(**{**data, "dictionaries": dictionaries})
+        if not isinstance(manifest.dimension, int) or not isinstance(manifest.encoder, str):
+            raise TypeError("encoder must be a string and dimension an integer")
+        return manifest
+
+
+def read_manifest(path: Path) -> MemoryManifest:
+    manifest_path = path / MANIFEST_FILE
+    if not manifest_path.is_file() and recover_dir(path):
+        log.warning(
+            "%s: restored the previous memory, which a killed `pgmr memory build` had moved aside", path
+        )
+    if not manifest_path.is_file():
+        leftovers = sorted(path.parent.glob(f".{path.name}.old-*")) if path.parent.is_dir() else []
+        hint = (
+            f"; an interrupted replace left the previous memory at {leftovers[-1]}: rename it to {path}"
+            if leftovers
+            else ""
+        )
+        what = "has no manifest.json" if path.is_dir() else "does not exist"
+        raise MemoryNotFoundError(
+            f"no pgmr memory at {path}: the directory {what}; build one with `pgmr memory build`{hint}"
+        )
+    try:
+        data = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MemoryCorruptError(f"{manifest_path} is unreadable ({exc}); {REBUILD_HINT}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("format_version"), int):
+        raise MemoryCorruptError(f"{manifest_path} has no format_version; {REBUILD_HINT}")
+    version = data["format_version"]
+    if version != FORMAT_VERSION:
+        newer = "a newer pgmr: upgrade pgmr or " if version > FORMAT_VERSION else "an older pgmr: "
+        raise MemoryMismatchError(
+            f"{path} has memory format {version}, this pgmr reads format {FORMAT_VERSION}; it was written by "
+            f"{newer}{REBUILD_HINT}"
+        )
+    try:
+        manifest = MemoryManifest.from_json(data)
+    except (KeyError, TypeError) as exc:
+        raise MemoryCorruptError(f"{manifest_path} is incomplete ({exc}); {REBUILD_HINT}") from None
+    if manifest.text_template != TEXT_TEMPLATE:
+        raise MemoryMismatchError(
+            f"{path} embeds texts as {manifest.text_template!r} but this pgmr queries with {TEXT_TEMPLATE!r}; "
+            f"{REBUILD_HINT}"
+        )
+    return manifest
+
+
+def check_encoder(path: Path, manifest: MemoryManifest, encoder: Encoder) -> None:
+    if encoder.name != manifest.encoder:
+        raise MemoryMismatchError(
+            f"{path} was built with encoder {manifest.encoder!r}, not {encoder.name!r}: query it with that "
+            f"encoder (or load without one), or {REBUILD_HINT} --encoder {encoder.name}"
+        )
+    if encoder.dimension != manifest.dimension:
+        raise MemoryMismatchError(
+            f"{path} holds {manifest.dimension}-dimensional vectors but encoder {encoder.name!r} makes "
+            f"{encoder.dimension}-dimensional ones; {REBUILD_HINT}"
+        )
+
+
+def load_prior(path: Path, manifest: MemoryManifest, verify: bool) -> dict[str, int]:
+    """The prominence counts the manifest names ({} when it names none)."""
+    if not manifest.prior:
+        return {}
+    prior_path = path / str(manifest.prior.get("file", PRIOR_FILE))
+    if not prior_path.is_file():
+        raise MemoryCorruptError(f"memory {path} is incomplete: {prior_path.name} is missing; {REBUILD_HINT}")
+    if verify and file_sha256(prior_path) != manifest.prior.get("sha256"):
+        raise MemoryCorruptError(
+            f"memory {path} is corrupt: {prior_path.name} does not match its checksum; {REBUILD_HINT}"
+        )
+    try:
+        counts = json.loads(prior_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MemoryCorruptError(
+            f"memory {path}: {prior_path.name} is unreadable ({exc}); {REBUILD_HINT}"
+        ) from None
+    if not isinstance(counts, dict) or not all(isinstance(v, int) for v in counts.values()):
+        raise MemoryCorruptError(
+            f"memory {path}: {prior_path.name} is not an ID -> count map; {REBUILD_HINT}"
+        )
+    return counts

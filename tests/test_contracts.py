@@ -1,0 +1,230 @@
+"""The contract suites of `pgmr.testing`, run on the real backends of the encoder, index and generator seams
+(the store seam's runs are in test_stores.py), plus what is particular to one backend's persistence.
+
+Encoder: the bundled all-MiniLM-L6-v2 (conftest's session `encoder`). Indexes: FAISS flat, HNSW and IVF-PQ.
+Generators: `ScriptedGenerator`; `ChatGenerator` against a real HTTP server on 127.0.0.1 that answers like an
+OpenAI-compatible one; `Seq2SeqGenerator` on the tiny pgmr and direct models test_pipeline.py trains once per
+session (conftest's `parts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import faiss
+import pytest
+
+from llm_server import scripted_server
+from pgmr.generators.base import Generator
+from pgmr.memory.encoder import Encoder
+from pgmr.memory.index import VectorIndex, create_index, load_index
+from pgmr.memory.indexes.faiss_index import FaissIndex
+from pgmr.testing import (
+    EncoderContract,
+    GeneratorContract,
+    ScriptedGenerator,
+    UnscriptedQuestionError,
+    VectorIndexContract,
+    unit_vectors,
+)
+
+# --- encoders -----------------------------------------------------------------------------------------------
+
+
+class TestSentenceTransformerEncoder(EncoderContract):
+    """conftest's `encoder`: the default SentenceTransformerEncoder, loaded once per session."""
+
+    def test_it_is_the_bundled_default_model(self, encoder: Encoder) -> None:
+        assert encoder.name == "sentence-transformers/all-MiniLM-L6-v2" and encoder.dimension == 384
+
+
+# --- vector indexes -----------------------------------------------------------------------------------------
+
+
+class FaissContract(VectorIndexContract):
+    kind = "flat"
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def make_index(cls) -> Callable[[int], VectorIndex]:
+        return lambda dimension: create_index(cls.kind, dimension, "faiss")
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def load_index(cls) -> Callable[[Path], VectorIndex]:
+        return lambda path: load_index(path, "faiss")
+
+
+class TestFaissFlat(FaissContract):
+    kind = "flat"
+
+
+class TestFaissHnsw(FaissContract):
+    kind = "hnsw"
+    exact = False
+
+
+class TestFaissIvfpq(FaissContract):
+    kind = "ivfpq"
+    exact = False
+    min_rows = 256  # 2**nbits rows to train its codebooks on
+    reconstruct_atol = 0.35  # product quantization keeps an approximation of each vector
+
+
+def _write_raw(index: Any, path: Path) -> Path:
+    faiss.write_index(index, str(path))
+    return path
+
+
+def test_faiss_refuses_an_index_file_of_another_metric(tmp_path: Path) -> None:
+    l2 = faiss.IndexFlatL2(8)
+    l2.add(unit_vectors(3, 8))
+    path = _write_raw(l2, tmp_path / "l2.faiss")
+    with pytest.raises(ValueError, match=r"l2\.faiss: expected an inner-product index"):
+        load_index(path, "faiss")
+
+
+def test_faiss_refuses_an_index_type_it_does_not_build(tmp_path: Path) -> None:
+    other = faiss.IndexScalarQuantizer(8, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+    other.train(unit_vectors(50, 8))
+    path = _write_raw(other, tmp_path / "sq.faiss")
+    with pytest.raises(ValueError, match="unsupported FAISS index type IndexScalarQuantizer"):
+        load_index(path, "faiss")
+
+
+def test_faiss_search_knobs_survive_a_reload(tmp_path: Path) -> None:
+    hnsw = FaissIndex(8, "hnsw", ef_search=77)
+    hnsw.add(unit_vectors(20, 8))
+    hnsw.save(tmp_path / "hnsw.faiss")
+    assert FaissIndex.load(tmp_path / "hnsw.faiss").options()["ef_search"] == 77
+    ivfpq = FaissIndex(8, "ivfpq", nbits=4, nprobe=3)
+    ivfpq.add(unit_vectors(80, 8))
+    ivfpq.save(tmp_path / "ivfpq.faiss")
+    assert FaissIndex.load(tmp_path / "ivfpq.faiss").options() == ivfpq.options()
+
+
+def test_unknown_index_backends_are_named() -> None:
+    with pytest.raises(ValueError, match="unknown index backend 'annoy'; known: faiss"):
+        create_index("flat", 8, "annoy")
+    with pytest.raises(ValueError, match="unknown index backend 'annoy'"):
+        load_index("index.bin", "annoy")
+
+
+# --- generators ---------------------------------------------------------------------------------------------
+
+
+def _scripted_answer(question: str) -> str:
+    return f"SELECT ?x WHERE {{ wd:entity0 wdt:relation0 ?x }}\nentity0 = [ENT] {question} [/ENT]\nrelation0 = [REL] r [/REL]"
+
+
+class TestScriptedGenerator(GeneratorContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def generator(cls) -> Generator:
+        return ScriptedGenerator(_scripted_answer)
+
+
+class TestScriptedRagGenerator(GeneratorContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def generator(cls) -> Generator:
+        return ScriptedGenerator({q: f"ASK {{ }} # {i}" for i, q in enumerate(cls.questions)}, "rag-pgmr")
+
+
+def test_scripted_generator_records_calls_and_batches() -> None:
+    generator = ScriptedGenerator({"a": "ASK {}", "b": "ASK { ?s ?p ?o }"}, "rag", default="SELECT * {}")
+    assert generator.generate(["a", "b", "c"], contexts=["x", "y", "z"], batch_size=2) == [
+        "ASK {}",
+        "ASK { ?s ?p ?o }",
+        "SELECT * {}",
+    ]
+    (call,) = generator.calls
+    assert call.batches == (("a", "b"), ("c",)) and call.contexts == ("x", "y", "z") and call.batch_size == 2
+    assert generator.questions_seen == ["a", "b", "c"]
+
+
+def test_scripted_generator_names_an_unscripted_question() -> None:
+    generator = ScriptedGenerator({"a": "ASK {}"})
+    with pytest.raises(UnscriptedQuestionError, match="no answer for 'b' .1 scripted questions"):
+        generator.generate(["a", "b"])
+    assert generator.calls == []
+    with pytest.raises(ValueError, match="unknown mode 'sparql'"):
+        ScriptedGenerator({}, "sparql")
+
+
+def _chat_server(path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
+    """An OpenAI-compatible server whose answer depends on the question alone (the last message)."""
+    if path == "/v1/models":
+        return 200, {"object": "list", "data": [{"id": "contract", "owned_by": "openai"}]}
+    assert body is not None
+    question = body["messages"][-1]["content"]
+    return 200, {
+        "choices": [{"message": {"role": "assistant", "content": f"```\nASK {{}} # {question}\n```"}}]
+    }
+
+
+@pytest.fixture(scope="module")
+def chat_url() -> Iterator[str]:
+    with scripted_server(_chat_server) as (url, _):
+        yield url
+
+
+class TestChatGenerator(GeneratorContract):
+    mode = "pgmr"
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def generator(cls, chat_url: str) -> Iterator[Generator]:
+        from pgmr.generators.chat import ChatGenerator
+
+        with ChatGenerator(chat_url, "contract", cls.mode, max_tokens=32, timeout=10.0) as generator:
+            yield generator
+
+    def test_answers_come_from_the_server(self, outputs: list[str]) -> None:
+        # The contract holds trivially for a backend that answers nothing; this one must carry the question.
+        assert all(q in text for q, text in zip(self.questions, outputs, strict=True))
+
+
+class TestChatRagGenerator(TestChatGenerator):
+    mode = "rag"
+
+
+SEQ2SEQ_TOKENS = 20
+
+
+def _seq2seq(model_dir: Path) -> Generator:
+    from pgmr.generators.seq2seq import Seq2SeqGenerator
+
+    # The contract compares outputs, it does not read them: short ones keep its dozen decoding runs cheap.
+    return Seq2SeqGenerator.load(model_dir, max_new_tokens=SEQ2SEQ_TOKENS)
+
+
+class TestSeq2SeqPgmrGenerator(GeneratorContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def generator(cls, parts: Any) -> Generator:
+        return _seq2seq(parts.model_dir)
+
+    def test_it_writes_what_it_memorised(self, generator: Generator) -> None:
+        from test_pipeline import PARIS, TARGETS
+
+        (output,) = generator.generate([PARIS])
+        assert len(output) >= SEQ2SEQ_TOKENS and TARGETS[PARIS].startswith(output)
+
+
+class TestSeq2SeqDirectGenerator(GeneratorContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def generator(cls, parts: Any) -> Generator:
+        return _seq2seq(parts.direct_model_dir)
+
+    def test_it_is_a_direct_mode_model(self, generator: Generator) -> None:
+        assert generator.mode == "direct"
+
+
+def test_contract_questions_have_different_lengths() -> None:
+    # Batches of one length would never pad, and padding is what "alone equals batched" is about.
+    lengths: Sequence[int] = [len(q) for q in GeneratorContract.questions]
+    assert len(set(lengths)) == len(lengths) and max(lengths) - min(lengths) >= 50
