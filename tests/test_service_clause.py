@@ -356,7 +356,8 @@ def test_the_pipeline_refuses_to_run_it_on_the_embedded_store(
     pipeline = _pipeline(memory, OxigraphStore.from_file(kg_file), ScriptedGenerator({PARIS: text}))
     try:
         for result in (pipeline.resolve_text(text, question=PARIS), pipeline.ask(PARIS)):
-            assert result.status == "error" and result.error is not None, result
+            assert result.status == "invalid" and result.error is not None, result
+            assert result.error.code == "service_refused"
             assert "SERVICE" in result.error.message and "is refused" in result.error.message
             assert result.answers == ()
     finally:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import typer
+from rich.progress import TaskID
 from rich.table import Table
 from rich.text import Text
 
@@ -52,7 +53,7 @@ def load(
         for path in files:
             task = bar.add_task(f"{path.name}: 0 statements", total=max(path.stat().st_size, 1))
 
-            def report(p: LoadProgress, task: int = task) -> None:
+            def report(p: LoadProgress, task: TaskID = task) -> None:
                 bar.update(
                     task, completed=p.bytes_read, description=f"{p.path.name}: {p.triples:,} statements"
                 )

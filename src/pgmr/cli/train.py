@@ -156,7 +156,7 @@ def train(
             "seed": seed,
             "paraphrases": paraphrases,
         }
-        data_info = {
+        structured_info: dict[str, Any] = {
             "datasets": [train_data],
             "records_in": summary.records_in,
             "converted": summary.converted,
@@ -164,7 +164,7 @@ def train(
             "validation_share": validation_share,
         }
         train_structured_cli(
-            train_records, val_records, catalog, out_dir, options=options, data_info=data_info
+            train_records, val_records, catalog, out_dir, options=options, data_info=structured_info
         )
         return
     words = word_limit(max_description_words)

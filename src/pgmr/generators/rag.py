@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pgmr.kg.ids import Kind, id_number
 from pgmr.query.question import STOP_WORDS
@@ -126,7 +126,7 @@ class CandidateRetriever:
 
     def _search(self, texts: Sequence[str]) -> dict[str, dict[Kind, list[MemoryHit]]]:
         """Hits of each n-gram in each dictionary with k > 0: from the cache, else embedded and searched."""
-        kinds = [kind for kind in ("entity", "relation") if self.k[kind]]
+        kinds: list[Literal["entity", "relation"]] = [kind for kind in ("entity", "relation") if self.k[kind]]
         found = {t: self._hits[t] for t in texts if t in self._hits}
         new = [t for t in texts if t not in found]
         if new and kinds:

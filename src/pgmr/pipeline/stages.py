@@ -212,6 +212,7 @@ def execute(store: SparqlStore, sparql: str, timeout: float) -> QueryResult | As
     from pgmr.stores import (
         QuerySyntaxError,
         ReadOnlyError,
+        ServiceRefusedError,
         StoreBadResponse,
         StoreError,
         StoreTimeout,
@@ -224,7 +225,7 @@ def execute(store: SparqlStore, sparql: str, timeout: float) -> QueryResult | As
         return AskError("read_only", str(exc))
     except StoreTimeout as exc:
         return AskError("timeout", str(exc))
-    except (StoreUnavailable, StoreBadResponse) as exc:
+    except (StoreUnavailable, StoreBadResponse, ServiceRefusedError) as exc:
         return AskError(exc.code, str(exc))
     except QuerySyntaxError as exc:
         return AskError("store_syntax", str(exc))
@@ -315,7 +316,8 @@ def _with_outcome(
     if outcome is None:
         return replace(result, timings=tuple(timer.stages))
     if isinstance(outcome, AskError):
-        status = "invalid" if outcome.code == "read_only" else "error"
+        # The query itself is refused (an update, a federated call): the model's fault, not the store's.
+        status = "invalid" if outcome.code in ("read_only", "service_refused") else "error"
         return replace(
             result, status=status, error=outcome, reason=outcome.message, timings=tuple(timer.stages)
         )

@@ -245,8 +245,9 @@ def create_app(
         return request.app.state.pipeline
 
     def answer(result: AskResult) -> JSONResponse | dict[str, Any]:
-        if result.error is not None and result.error.code == "read_only":
-            return error_json(400, "read_only", result.error.message)
+        # Queries refused by policy (an update, a federated SERVICE call) are the caller's to fix: 400.
+        if result.error is not None and result.error.code in ("read_only", "service_refused"):
+            return error_json(400, result.error.code, result.error.message)
         return result.to_json()
 
     # The handlers below are coroutines only to await the limiter; the pipeline work runs in its workers.

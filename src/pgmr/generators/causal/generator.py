@@ -42,7 +42,7 @@ class CausalGenerator(Seq2SeqGenerator):
             )
         model, tokenizer = load_causal_dir(model_dir)
         return cls(
-            model.to(torch.device(device)),
+            model.to(torch.device(device)),  # type: ignore[arg-type]
             tokenizer,
             card["mode"],
             card=card,

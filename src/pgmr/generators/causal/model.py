@@ -63,7 +63,7 @@ def prompt_ids(tokenizer: PreTrainedTokenizerBase, source: str, mode: str, max_s
     own), then `prompt_text` around the source cut to `max_source_len` tokens."""
     ids = tokenizer(source, add_special_tokens=False)["input_ids"]
     if len(ids) > max_source_len:
-        source = tokenizer.decode(ids[:max_source_len], skip_special_tokens=True)
+        source = str(tokenizer.decode(ids[:max_source_len], skip_special_tokens=True))
     eos = tokenizer.eos_token_id
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id not in (None, eos) else []
     return bos + tokenizer(prompt_text(source, mode), add_special_tokens=False)["input_ids"]

@@ -120,6 +120,7 @@ class QuestionCopyBias(LogitsProcessor):
             node = node.get(token) if node is not None else None
             if node is None:
                 return None
+        assert node is not None  # the loop returned on the first step off the trie
         return label, node
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:

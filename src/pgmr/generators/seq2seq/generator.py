@@ -92,7 +92,7 @@ class Seq2SeqGenerator:
         source_dir = model_dir / SOURCE_TOKENIZER_DIR
         source_tokenizer = AutoTokenizer.from_pretrained(source_dir) if source_dir.is_dir() else None
         if is_packed(model_dir):
-            model = load_packed(model_dir).to(torch.device(device))
+            model = load_packed(model_dir).to(torch.device(device))  # type: ignore[arg-type]
         else:
             model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).to(torch.device(device))
         return cls(

@@ -115,7 +115,7 @@ def build_encoder_decoder(
             text = target_tokenizer.convert_tokens_to_string([token]).strip()
             ids = source_tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
             if ids:
-                target_embeddings[index] = source_embeddings[ids].mean(0)
+                target_embeddings[index] = source_embeddings[ids].mean(0)  # type: ignore[operator]
         decoder.bert.embeddings.position_embeddings.weight.copy_(
             encoder.embeddings.position_embeddings.weight[: decoder_config.max_position_embeddings]
         )
@@ -130,7 +130,7 @@ def build_encoder_decoder(
 def preset_config(preset: str, tokenizer: PreTrainedTokenizerBase, dropout_rate: float = 0.1) -> T5Config:
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
-    return T5Config(
+    return T5Config(  # type: ignore[call-arg]  # T5Config takes these through PretrainedConfig kwargs
         vocab_size=len(tokenizer),
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,

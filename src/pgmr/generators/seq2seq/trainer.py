@@ -116,7 +116,7 @@ class PgmrTrainer(Seq2SeqTrainer):
         if self._anneal_to is None or self.lr_scheduler is not None:
             return super().create_scheduler(num_training_steps, optimizer)
         self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer or self.optimizer,
+            optimizer or self.optimizer,  # type: ignore[arg-type]  # set by create_optimizer before this
             budget_schedule(
                 self.args.get_warmup_steps(num_training_steps),
                 num_training_steps,
@@ -266,7 +266,7 @@ def save_final(
     if merge_lora:
         if trainer.is_world_process_zero():
             merged(trainer.model).save_pretrained(str(tmp))
-            trainer.processing_class.save_pretrained(str(tmp))
+            trainer.processing_class.save_pretrained(str(tmp))  # type: ignore[union-attr]  # always given
     else:
         trainer.save_model(str(tmp))
     if trainer.is_world_process_zero():

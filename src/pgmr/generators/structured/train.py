@@ -110,7 +110,8 @@ def features(
         "attention_mask": enc.attention_mask,
         "span_starts": enc.span_starts,
         "span_ends": enc.span_ends,
-        "relation_features": enc.relation_features,
+        # None only for a model without lexical features, which never reads it
+        "relation_features": enc.relation_features,  # type: ignore[dict-item]
         "template": template,
         "condition": cond,
         "entity_start": e_start,
@@ -198,7 +199,7 @@ def _atomic_torch_save(obj: Any, path: Path) -> None:
     """Into `<path>.tmp`, then renamed over `path`: a run killed while saving keeps the previous checkpoint."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:
-        torch.save(obj, _CheckpointWriter(fh))
+        torch.save(obj, _CheckpointWriter(fh))  # type: ignore[arg-type]  # a file-like writer, as torch accepts
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -254,7 +255,7 @@ def train_structured(
     )
     base_lrs = [config.encoder_learning_rate, config.learning_rate]
     schedule = _schedule(config)
-    state = {"step": 0, "best": -1.0, "best_step": None, "history": [], "seconds": 0.0}
+    state: dict[str, Any] = {"step": 0, "best": -1.0, "best_step": None, "history": [], "seconds": 0.0}
     if resumed:
         saved = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
         if (
