@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pgmr.cli.ask import REFUSAL_OPTION, THRESHOLD_OPTION
-from pgmr.cli.common import Settings, console, out, print_error
+from pgmr.cli.common import Settings, console, out, print_error, progress_callback
 from pgmr.config import default_memory_dir
 from pgmr.conversion import ConversionSummary, convert_records
 from pgmr.datasets import load_named
@@ -62,7 +62,8 @@ def demo(
     except MemoryNotFoundError:
         console.print(f"no memory at {path}: building it (once; later runs load it)")
         counts = counts_from_dataset("lcquad2-train", data_dir)
-        memory = Memory.build(catalog, path, load_encoder(None), prior_counts=counts)
+        with progress_callback("encoding the memory") as progress:
+            memory = Memory.build(catalog, path, load_encoder(None), prior_counts=counts, progress=progress)
     records = load_named("lcquad2-test", data_dir).records[: n * 2]
     converted = list(convert_records(records, catalog, ConversionSummary()))[:n]
     if oracle:
