@@ -48,7 +48,15 @@ from pgmr.experiments.predict import (
     verdicts,
 )
 from pgmr.experiments.reporting import QUIET, Advance, Quiet, Reporter
-from pgmr.experiments.scoring import carry_over, earlier_run, run_system, score, system_result, write_system
+from pgmr.experiments.scoring import (
+    carry_over,
+    earlier_run,
+    run_system,
+    score,
+    score_system,
+    system_result,
+    write_system,
+)
 from pgmr.experiments.settings import (
     DEFAULT_MODELS,
     ExperimentError,
@@ -105,6 +113,7 @@ __all__ = [
     "run_label",
     "run_system",
     "score",
+    "score_system",
     "shared_encoder",
     "sub_memory",
     "system_notes",

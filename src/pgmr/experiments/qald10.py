@@ -24,13 +24,11 @@ from pgmr.experiments.common import (
     predict,
     report_header,
     run_system,
-    score,
+    score_system,
     system_notes,
-    system_result,
     system_spec,
     systems_table,
     write_experiment,
-    write_system,
 )
 
 NAME = "qald10"
@@ -173,20 +171,14 @@ def _chat(
         # A failing server costs its row, not the rows already computed.
         ws.reporter.warn(f"{CHAT}: {exc}")
         return {"status": "error", "note": str(exc), "server": chat.server, "model": chat.model}
-    result = score(
+    return score_system(
+        ws,
+        CHAT,
         rows,
         records,
         catalog=catalog,
         store=store,
         timeout=timeout,
-        label=f"scoring ({CHAT})",
-        reporter=ws.reporter,
-    )
-    write_system(
-        ws.out_dir / CHAT,
-        rows,
-        result,
-        command=ws.settings.command,
         inputs={
             "experiment": NAME,
             "system": CHAT,
@@ -195,8 +187,10 @@ def _chat(
             "gold": DATASET,
         },
         title=f"{NAME}: {CHAT} ({chat.model}) on {DATASET}",
+        model=f"{chat.model} at {chat.server}",
+        mode="pgmr",
+        **timings,
     )
-    return system_result(result, model=f"{chat.model} at {chat.server}", mode="pgmr", **timings)
 
 
 def tables(doc: Mapping[str, Any]) -> str:

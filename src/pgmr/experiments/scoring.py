@@ -82,24 +82,47 @@ def run_system(
     rows, timings = predict(
         ws, generator, spec.mode, records, card=spec.card, resolver=resolver, label=spec.name
     )
+    return score_system(
+        ws,
+        spec.name,
+        rows,
+        records,
+        catalog=catalog,
+        store=store,
+        timeout=timeout,
+        inputs={"experiment": experiment, "system": spec.name, "model": str(spec.model_dir), "gold": dataset},
+        title=f"{experiment}: {spec.name} on {dataset}",
+        **spec.describe(),
+        **timings,
+    )
+
+
+def score_system(
+    ws: Workspace,
+    name: str,
+    rows: Sequence[Mapping[str, Any]],
+    records: Sequence[QARecord],
+    *,
+    catalog: Container[str] | None,
+    store: Any,
+    timeout: float | None,
+    inputs: Mapping[str, Any],
+    title: str,
+    **extra: Any,
+) -> dict[str, Any]:
+    """Score one system's prediction rows, write its outputs under out_dir/<name>/ and give its entry of the
+    metrics document (`extra` joins it)."""
     result = score(
         rows,
         records,
         catalog=catalog,
         store=store,
         timeout=timeout,
-        label=f"scoring ({spec.name})",
+        label=f"scoring ({name})",
         reporter=ws.reporter,
     )
-    write_system(
-        ws.out_dir / spec.name,
-        rows,
-        result,
-        command=ws.settings.command,
-        inputs={"experiment": experiment, "system": spec.name, "model": str(spec.model_dir), "gold": dataset},
-        title=f"{experiment}: {spec.name} on {dataset}",
-    )
-    return system_result(result, **spec.describe(), **timings)
+    write_system(ws.out_dir / name, rows, result, command=ws.settings.command, inputs=inputs, title=title)
+    return system_result(result, **extra)
 
 
 def earlier_run(ws: Workspace, experiment: str, *, same: Mapping[str, Any]) -> dict[str, Any] | None:
