@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +184,17 @@ def generate(
             copy_bias=copy_bias,
             relation_copy_bias=relation_copy_bias,
         )
-    predictions: list[str] = []
+    if resolve:  # an ensemble that cannot choose among its drafts fails before it generates
+        from pgmr.pipeline.rerank import RerankerError, reranker_of
+
+        try:
+            reranker_of(generator)
+        except RerankerError as exc:
+            print_error(exc)
+            raise typer.Exit(2) from None
+    from pgmr.generators.ensemble import Draft, generate_drafts
+
+    drafts: list[tuple[Draft, ...]] = []
     chunk = batch_size * 8
     with progress_bar() as bar:
         task = bar.add_task("generating", total=len(rows))
@@ -191,20 +202,23 @@ def generate(
             questions = [r["question"] for r in rows[start : start + chunk]]
             part = contexts[start : start + chunk] if contexts is not None else None
             try:
-                predictions.extend(generator.generate(questions, contexts=part, batch_size=batch_size))
+                drafts.extend(generate_drafts(generator, questions, contexts=part, batch_size=batch_size))
             except GeneratorError as exc:
                 print_error(exc)
                 raise typer.Exit(1) from None
             bar.advance(task, len(questions))
     results: list[dict[str, Any]] = []
-    for row, prediction in zip(rows, predictions, strict=True):
-        item = {"id": row["id"], "question": row["question"], "prediction": prediction}
+    for row, options in zip(rows, drafts, strict=True):
+        # An ensemble's choice needs the memory (--resolve); without it the first member's draft stands.
+        item: dict[str, Any] = {"id": row["id"], "question": row["question"], "prediction": options[0].text}
+        if len(options) > 1:
+            item["drafts"] = [{"source": d.source, "text": d.text} for d in options]
         if "gold" in row:
             item["gold"] = row["gold"]
         results.append(item)
     counts: Counter[str] = Counter()
     if resolve:
-        _resolve_into(results, memory, grounding, literal_grounding)
+        _resolve_into(results, memory, grounding, literal_grounding, drafts, generator)
         counts.update(r["status"] for r in results)
     elif mode in PGMR_MODES:
         counts["parses"] = sum(1 for r in results if _parses(r["prediction"]))
@@ -233,24 +247,32 @@ def _parses(text: str) -> bool:
 def _resolve_into(
     results: list[dict[str, Any]],
     memory: Any,
-    grounding: float = GroundingConfig.min_similarity,
-    literal_grounding: bool = GroundingConfig.literals,
+    grounding: float,
+    literal_grounding: bool,
+    drafts: Sequence[Sequence[Any]],
+    generator: Any,
 ) -> None:
     """Adds status plus sparql/mapping/evidence (resolved), reason (refused) or error (invalid) to each row;
     `grounded` lists the labels and literals snapped to the question before resolution. The pipeline's
     stages with its grounding, and without refusal (refusal is `pgmr ask`'s and `pgmr eval`'s to apply):
-    every row keeps the resolver's best candidates and their evidence."""
+    every row keeps the resolver's best candidates and their evidence. An ensemble's drafts are reranked
+    as in `pgmr ask`: `prediction` becomes the chosen draft and `drafts` records every draft's score."""
     from pgmr.pipeline import StageConfig
-    from pgmr.pipeline.stages import finish_all, prepare
+    from pgmr.pipeline.rerank import prepare_drafts, reranker_of
+    from pgmr.pipeline.stages import finish_all
     from pgmr.resolver import Resolver, ResolverConfig
 
     stages = StageConfig(GroundingConfig(grounding, literals=literal_grounding), resolver=ResolverConfig())
     resolver = Resolver(memory, stages.resolver)
     questions = [item.get("question") for item in results]
-    prepared = prepare(
-        questions, [item["prediction"] for item in results], "pgmr", resolver, stages.grounding
-    )
+    prepared = prepare_drafts(questions, drafts, "pgmr", resolver, stages.grounding, reranker_of(generator))
     for item, result in zip(results, finish_all(prepared, stages), strict=True):
         if result.grounded:
             item["grounded"] = result.grounded_json()
-        item.update(result.to_row(evidence=True))
+        row = result.to_row(evidence=True)
+        row.pop("drafts", None)
+        item.update(row)
+        if result.drafts:
+            item["prediction"] = result.intermediate
+            texts = {d["source"]: d["text"] for d in item.get("drafts", [])}
+            item["drafts"] = [{**d.to_json(), "text": texts.get(d.source)} for d in result.drafts]

@@ -17,10 +17,12 @@ from pgmr.experiments.reporting import QUIET, Reporter
 from pgmr.experiments.settings import ExperimentError
 from pgmr.experiments.systems import decoding_info, load_generator, system_spec
 from pgmr.generators.base import PGMR_MODES, RAG_MODES, Generator
+from pgmr.generators.ensemble import Draft, generate_drafts
 from pgmr.jsonl import read_jsonl
 from pgmr.kg.ids import id_kind
 from pgmr.pipeline import AskResult, StageConfig
-from pgmr.pipeline.stages import finish_all, parse_output, prepare
+from pgmr.pipeline.rerank import Reranker, prepare_drafts, reranker_of
+from pgmr.pipeline.stages import finish_all, parse_output
 from pgmr.pipeline.stages import resolve as resolve_stage
 from pgmr.query import IntermediateQuery, IntermediateQueryError
 from pgmr.resolver.grounding import GroundingConfig, Known, ground
@@ -43,16 +45,33 @@ def generate_outputs(
     label: str = "generating",
     reporter: Reporter = QUIET,
 ) -> list[str]:
-    """Raw outputs in question order, in chunks so that the bar moves."""
-    outputs: list[str] = []
+    """Raw outputs in question order, in chunks so that the bar moves (an ensemble's first member's: its
+    choice needs the resolver, see `generate_draft_lists` and `answer_drafts`)."""
+    drafts = generate_draft_lists(
+        generator, questions, contexts=contexts, batch_size=batch_size, label=label, reporter=reporter
+    )
+    return [d[0].text for d in drafts]
+
+
+def generate_draft_lists(
+    generator: Generator,
+    questions: Sequence[str],
+    *,
+    contexts: Sequence[str] | None = None,
+    batch_size: int = 16,
+    label: str = "generating",
+    reporter: Reporter = QUIET,
+) -> list[tuple[Draft, ...]]:
+    """Every question's drafts (one, or an ensemble's members'), in chunks so that the bar moves."""
+    drafts: list[tuple[Draft, ...]] = []
     chunk = batch_size * 4
     with reporter.progress(label, len(questions)) as advance:
         for start in range(0, len(questions), chunk):
             part = list(questions[start : start + chunk])
             ctx = list(contexts[start : start + chunk]) if contexts is not None else None
-            outputs.extend(generator.generate(part, contexts=ctx, batch_size=batch_size))
+            drafts.extend(generate_drafts(generator, part, contexts=ctx, batch_size=batch_size))
             advance(len(part))
-    return outputs
+    return drafts
 
 
 def rag_contexts(
@@ -87,11 +106,50 @@ def answer_outputs(
 ) -> list[AskResult]:
     """Model outputs through the pipeline's stages, without a store (the scorer executes the final queries
     itself): one AskResult per output, status resolved, refused or invalid."""
-    with reporter.progress(label, len(outputs)) as advance:
-        prepared = prepare(
-            questions, outputs, mode, resolver, stages.grounding, chunk=RESOLVE_CHUNK, advance=advance
+    return answer_drafts(
+        resolver,
+        stages,
+        questions,
+        [(Draft("model", o),) for o in outputs],
+        None,
+        mode=mode,
+        label=label,
+        reporter=reporter,
+    )
+
+
+def answer_drafts(
+    resolver: Resolver,
+    stages: StageConfig,
+    questions: Sequence[str | None],
+    drafts: Sequence[Sequence[Draft]],
+    reranker: Reranker | None,
+    *,
+    mode: str = "pgmr",
+    label: str = "resolving",
+    reporter: Reporter = QUIET,
+) -> list[AskResult]:
+    """`answer_outputs` for drafts: each question's drafts resolved and the reranker's choice kept (its text is
+    the result's `intermediate`)."""
+    total = sum(len(d) for d in drafts)
+    with reporter.progress(label, total) as advance:
+        done = [0]
+
+        def counted(n: int) -> None:
+            done[0] += n
+            advance(n)
+
+        prepared = prepare_drafts(
+            questions,
+            drafts,
+            mode,
+            resolver,
+            stages.grounding,
+            reranker,
+            chunk=RESOLVE_CHUNK,
+            advance=counted,
         )
-        advance(sum(1 for p in prepared if p.query is None))
+        advance(total - done[0])  # drafts that did not parse were never resolved: the bar still ends full
     return finish_all(prepared, stages)
 
 
@@ -247,13 +305,20 @@ def pgmr_outputs(
             )
         started = time.monotonic()
         generator = load_generator(spec, ws.settings)
-        outputs = generate_outputs(
+        questions = [r.question for r in records]
+        drafts = generate_draft_lists(
             generator,
-            [r.question for r in records],
+            questions,
             batch_size=ws.settings.batch_size,
             label="generating (pgmr)",
             reporter=ws.reporter,
         )
+        # An ensemble's choice is made once, with the full memory and the shipped stages: the experiments that
+        # reuse these outputs (other memories, refusal) study resolution, not generation.
+        outputs = [d[0].text for d in drafts]
+        if any(len(d) > 1 for d in drafts):
+            chosen = answer_drafts(ws.resolver(), ws.stages(), questions, drafts, reranker_of(generator))
+            outputs = [r.intermediate or d[0].text for r, d in zip(chosen, drafts, strict=True)]
         source = {
             **spec.describe(),
             "generation_seconds": round(time.monotonic() - started, 1),
@@ -288,7 +353,7 @@ def predict(
         contexts = rag_contexts(card or {}, ws.memory, questions, ws.reporter)
         timings["retrieval_seconds"] = round(time.monotonic() - started, 1)
     started = time.monotonic()
-    outputs = generate_outputs(
+    drafts = generate_draft_lists(
         generator,
         questions,
         contexts=contexts,
@@ -299,25 +364,30 @@ def predict(
     timings["generation_seconds"] = round(time.monotonic() - started, 1)
     timings.update(decoding_info(generator))
     if mode not in PGMR_MODES:
-        return base_rows(records, outputs), timings
+        return base_rows(records, [d[0].text for d in drafts]), timings
     started = time.monotonic()
-    results = answer_outputs(
+    results = answer_drafts(
         resolver or ws.resolver(),
         ws.stages(),
         questions,
-        outputs,
+        drafts,
+        reranker_of(generator),
         mode=mode,
         label=f"resolving ({label or mode})",
         reporter=ws.reporter,
     )
     timings["resolution_seconds"] = round(time.monotonic() - started, 1)
-    return prediction_rows(records, outputs, results), timings
+    # The chosen draft is the prediction (one draft: the model's output itself).
+    outputs = [r.intermediate if r.drafts else d[0].text for r, d in zip(results, drafts, strict=True)]
+    return prediction_rows(records, [o or "" for o in outputs], results), timings
 
 
 __all__ = [
     "RESOLVE_CHUNK",
+    "answer_drafts",
     "answer_outputs",
     "base_rows",
+    "generate_draft_lists",
     "generate_outputs",
     "gold_entities",
     "load_predictions",

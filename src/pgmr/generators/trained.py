@@ -56,17 +56,30 @@ def load_trained(
     copy_bias: float | None = None,
     relation_copy_bias: float | None = None,
 ) -> Generator:
-    """A `Seq2SeqGenerator`, a `CausalGenerator` or a `StructuredGenerator` (card `backend`: "seq2seq", the
-    default, "causal" or "structured"; beams and copy bias do not apply to the structured backend).
+    """A `Seq2SeqGenerator`, a `CausalGenerator`, a `StructuredGenerator` or an `EnsembleGenerator` of those
+    (card `backend`: "seq2seq", the default, "causal", "structured" or "ensemble"; beams and copy bias do not
+    apply to the structured backend, and go to every member of an ensemble).
 
     Raises ModelCardError (a ValueError) for a directory without a readable card, OSError for missing weights.
     """
     from pgmr.generators.seq2seq.card import ModelCardError, read_model_card
 
     backend = read_model_card(path).get("backend", "seq2seq")
-    if backend not in ("seq2seq", "causal", "structured"):
+    if backend not in ("seq2seq", "causal", "structured", "ensemble"):
         raise ModelCardError(
-            f"{path}: unknown generator backend {backend!r} (expected seq2seq, causal or structured)"
+            f"{path}: unknown generator backend {backend!r} (expected seq2seq, causal, structured or ensemble)"
+        )
+    if backend == "ensemble":
+        from pgmr.generators.ensemble import EnsembleGenerator
+
+        return EnsembleGenerator.load(
+            path,
+            device,
+            load_member=load_trained,
+            num_beams=num_beams,
+            max_new_tokens=max_new_tokens,
+            copy_bias=copy_bias,
+            relation_copy_bias=relation_copy_bias,
         )
     if backend == "structured":
         from pgmr.generators.structured.generator import StructuredGenerator

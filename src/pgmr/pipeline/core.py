@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pgmr.generators.base import RAG_MODES, Generator
+from pgmr.generators.ensemble import generate_drafts
 from pgmr.pipeline.batcher import Batcher, PipelineError
 from pgmr.pipeline.config import PipelineConfig
 from pgmr.pipeline.labels import LabelSource, MemoryLabels
+from pgmr.pipeline.rerank import RerankerError, prepare_drafts, reranker_of
 from pgmr.pipeline.results import AskResult
 from pgmr.pipeline.stages import Prepared, Timer, finish, prepare
 from pgmr.resolver import Resolver
@@ -53,6 +55,8 @@ class Pipeline:
         self._closed = False
         self.owns_store = False  # `load` opened the store, so `close` closes it
         self._retriever = None
+        # An ensemble's drafts are resolved and reranked; a bad reranker file fails here, not per question.
+        self.reranker = reranker_of(generator) if generator is not None else None
         if generator is not None and generator.mode in RAG_MODES:
             from pgmr.generators.rag import CandidateRetriever
 
@@ -110,7 +114,12 @@ class Pipeline:
             if store is not None:
                 store.close()
             raise
-        pipeline = cls(generator, memory, store=store, labels=labels, config=config)
+        try:
+            pipeline = cls(generator, memory, store=store, labels=labels, config=config)
+        except RerankerError as exc:
+            if store is not None:
+                store.close()
+            raise PipelineError(f"cannot use the generator in {model_dir}: {exc}") from None
         pipeline.model_dir = model_dir
         pipeline.owns_store = store is not None
         # The resolver builds its label lexicons on first use (~2 s for the full memory): not on a first request.
@@ -181,16 +190,17 @@ class Pipeline:
         with self._lock:
             started = time.perf_counter()
             contexts = self._retriever.contexts(questions) if self._retriever is not None else None
-            texts = self.generator.generate(questions, contexts=contexts, batch_size=batch_size)
+            drafts = generate_drafts(self.generator, questions, contexts=contexts, batch_size=batch_size)
             # Each question spent the whole batch's time in generation.
             seconds = time.perf_counter() - started
             timers = [Timer([("generate", seconds)]) for _ in questions]
-            return prepare(
+            return prepare_drafts(
                 questions,
-                texts,
+                drafts,
                 self.mode,
                 self.resolver,
                 self.stages.grounding,
+                self.reranker,
                 timers=timers,
                 lock=self._lock,
             )

@@ -8,6 +8,7 @@ scores and the experiments write.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -113,6 +114,26 @@ class AskError:
 
 
 @dataclass(frozen=True)
+class DraftScore:
+    """One draft of a question as the reranker saw it."""
+
+    source: str
+    status: str  # resolved, refused or invalid
+    score: float
+    chosen: bool
+    signals: Mapping[str, float] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "status": self.status,
+            "score": round(self.score, 6),
+            "chosen": self.chosen,
+            "signals": {k: round(v, 6) for k, v in self.signals.items()},
+        }
+
+
+@dataclass(frozen=True)
 class AskResult:
     question: str | None
     status: str
@@ -138,6 +159,9 @@ class AskResult:
     # The resolver's own verdict, with every candidate's signals (None when nothing was resolved): for those
     # who study resolution (the refusal experiment, `pgmr generate --resolve`'s evidence). Not in `to_json`.
     verdict: Resolution | Refusal | None = field(default=None, repr=False, compare=False)
+    # With several drafts per question (an ensemble generator), how the reranker scored each; the chosen one's
+    # text is `intermediate`.
+    drafts: tuple[DraftScore, ...] = ()
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -162,6 +186,7 @@ class AskResult:
             "probes": [p.to_json() for p in self.probes],
             "timings": {stage: round(seconds, 6) for stage, seconds in self.timings},
             "grounded": self.grounded_json(),
+            "drafts": [d.to_json() for d in self.drafts],
         }
 
     @property
@@ -174,6 +199,12 @@ class AskResult:
         """The fields of a prediction row (`pgmr eval` reads status, sparql, reason and error): per
         placeholder its best candidate, or with `evidence` the resolver's whole evidence (`pgmr generate
         --resolve`, `pgmr resolve`)."""
+        row = self._row(evidence)
+        if self.drafts:
+            row["drafts"] = [d.to_json() for d in self.drafts]
+        return row
+
+    def _row(self, evidence: bool) -> dict[str, Any]:
         status = self.row_status
         if status == "invalid" or self.sparql is None and status == "resolved":
             error = self.error or AskError("invalid", self.reason or "no query")
@@ -192,4 +223,13 @@ class AskResult:
         return [{"placeholder": p, "generated": g, "grounded": t} for p, g, t in self.grounded]
 
 
-__all__ = ["STATUSES", "Answer", "AskError", "AskResult", "CandidateView", "PlaceholderView", "Probe"]
+__all__ = [
+    "STATUSES",
+    "Answer",
+    "AskError",
+    "AskResult",
+    "CandidateView",
+    "DraftScore",
+    "PlaceholderView",
+    "Probe",
+]

@@ -24,7 +24,7 @@ from pgmr.conversion import fill
 from pgmr.generators.base import PGMR_MODES
 from pgmr.pipeline.config import StageConfig
 from pgmr.pipeline.labels import LabelSource, answers
-from pgmr.pipeline.results import AskError, AskResult, PlaceholderView
+from pgmr.pipeline.results import AskError, AskResult, DraftScore, PlaceholderView
 from pgmr.query import IntermediateQuery, IntermediateQueryError, parse
 from pgmr.query.errors import ReadOnlyQueryError
 from pgmr.query.gate import check_query
@@ -66,6 +66,7 @@ class Prepared:
     resolution: Resolution | None = None
     sparql: str | None = None
     grounded: tuple[tuple[str, str, str], ...] = ()
+    drafts: tuple[DraftScore, ...] = ()  # set by pgmr.pipeline.rerank when this was chosen among drafts
 
 
 # -- check and parse -------------------------------------------------------------------------------------------
@@ -244,7 +245,9 @@ def finish(
     """The store part (with a store and `run`): the KG choice or one query, then labels. Without a store the
     result of a resolved query has status "resolved"."""
     result = _finish(item, config, store if run else None, labels)
-    return replace(result, grounded=item.grounded) if item.grounded else result
+    if item.grounded:
+        result = replace(result, grounded=item.grounded)
+    return replace(result, drafts=item.drafts) if item.drafts else result
 
 
 def finish_all(items: Sequence[Prepared], config: StageConfig) -> list[AskResult]:

@@ -18,8 +18,22 @@ def fit_logistic(
     l2: float = 1.0,
     iterations: int = 50,
 ) -> LogisticModel:
-    """P(label) from the features `names` of `rows`. Features are standardized first (a constant one keeps
-    scale 1), so `l2` weighs every coefficient alike; the intercept is not penalized."""
+    """P(label) from the support signals `names` of `rows` (see `logistic_coefficients`)."""
+    coef, intercept, mean, scale = logistic_coefficients(rows, labels, names, l2=l2, iterations=iterations)
+    return LogisticModel(tuple(names), coef, intercept, mean, scale)
+
+
+def logistic_coefficients(
+    rows: Sequence[Mapping[str, float]],
+    labels: Sequence[bool],
+    names: Sequence[str],
+    *,
+    l2: float = 1.0,
+    iterations: int = 50,
+) -> tuple[tuple[float, ...], float, tuple[float, ...], tuple[float, ...]]:
+    """(coefficients, intercept, means, scales) of P(label) = sigmoid(intercept + sum(coef * (x - mean) /
+    scale)) over the features `names` of `rows`. Features are standardized first (a constant one keeps scale
+    1), so `l2` weighs every coefficient alike; the intercept is not penalized."""
     if len(rows) != len(labels) or not rows:
         raise ValueError("need as many labels as rows, and at least one row")
     if l2 < 0:
@@ -41,8 +55,7 @@ def fit_logistic(
         w -= step
         if np.max(np.abs(step)) < 1e-10:
             break
-    return LogisticModel(
-        tuple(names),
+    return (
         tuple(round(float(c), 6) for c in w[1:]),
         round(float(w[0]), 6),
         tuple(round(float(m), 6) for m in mean),
@@ -70,4 +83,4 @@ def auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     return float((ranks[positive].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
-__all__ = ["auc", "fit_logistic"]
+__all__ = ["auc", "fit_logistic", "logistic_coefficients"]

@@ -114,6 +114,17 @@ class GroundedOut(BaseModel):
     grounded: str
 
 
+class DraftOut(BaseModel):
+    """One draft of an ensemble generator as the reranker scored it (pgmr.pipeline.rerank); the chosen one's
+    text is the response's `intermediate`."""
+
+    source: str
+    status: str
+    score: float
+    chosen: bool
+    signals: dict[str, float]
+
+
 class AskErrorOut(BaseModel):
     code: str
     message: str
@@ -141,6 +152,7 @@ class AskResponse(BaseModel):
     probes: list[ProbeOut]
     timings: dict[str, float]
     grounded: list[GroundedOut] = []
+    drafts: list[DraftOut] = []
 
 
 class SearchHitOut(BaseModel):

@@ -1,0 +1,259 @@
+"""Choosing among drafts: when a generator writes several intermediate queries per question (an ensemble of
+members, pgmr.generators.ensemble), each is checked, parsed, grounded and resolved like any output, and the
+one the reranker scores highest goes on to the store.
+
+The score is linear in a few signals of how well the memory supports the draft (the resolver's support
+confidence per placeholder, pgmr.resolver.support), whether its entity labels are spans of the question, and
+whether other members wrote the same final query, with one set of weights per member (members differ in how
+far their confidences can be trusted). The weights are fitted on LC-QuAD 2.0 validation
+(scripts/fit_rerank.py) as a pairwise ranking: on questions where exactly one draft is right, the difference of
+the two drafts' signals predicts which; they ship as the ensemble's `reranker.json`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pgmr.generators.ensemble import RERANKER_FILE, Draft
+from pgmr.pipeline.results import DraftScore
+from pgmr.pipeline.stages import Advance, Prepared, Timer, prepare
+
+if TYPE_CHECKING:
+    from pgmr.resolver import PlaceholderEvidence, Resolver
+    from pgmr.resolver.grounding import GroundingConfig
+
+FEATURES: tuple[str, ...] = (
+    "resolved",  # 1 when the draft resolved to a final query
+    "min_confidence",  # the least supported placeholder's support confidence
+    "min_entity_confidence",  # the same over entity placeholders (1 without any)
+    "min_relation_confidence",  # the same over relation placeholders (1 without any)
+    "mean_log_confidence",  # mean log support confidence (floored at 1e-4)
+    "placeholders",  # how many placeholders the draft has
+    "entities_in_question",  # share of entity labels that are word spans of the question (1 without any)
+    "agreement",  # share of the other drafts with the same final query
+)
+_FLOOR = 1e-4
+_WORD = re.compile(r"\w+")
+# Among drafts, one that resolved beats one the resolver refused, which beats one that did not parse,
+# whatever their scores (the weights were fitted without refusals).
+_STATUS_RANK = {"resolved": 2, "refused": 1}
+
+
+class RerankerError(ValueError):
+    """A reranker file that does not describe this module's signals or the ensemble's members."""
+
+
+@dataclass(frozen=True)
+class Reranker:
+    """Per source (an ensemble member's name), a bias and a weight per signal of FEATURES."""
+
+    weights: Mapping[str, Mapping[str, float]]
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.weights:
+            raise RerankerError("a reranker needs weights for at least one source")
+        for source, weights in self.weights.items():
+            expected = {"bias", *FEATURES}
+            if set(weights) != expected:
+                missing = sorted(expected - set(weights))
+                extra = sorted(set(weights) - expected)
+                raise RerankerError(f"weights of {source!r}: missing {missing}, unknown {extra}")
+            for name, value in weights.items():
+                if not isinstance(value, int | float) or not math.isfinite(value):
+                    raise RerankerError(f"weight {name!r} of {source!r} is not a finite number: {value!r}")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Reranker:
+        if not isinstance(data, Mapping) or not isinstance(data.get("weights"), Mapping):
+            raise RerankerError("a reranker is a JSON object with 'weights': {source: {signal: weight}}")
+        if tuple(data.get("features", FEATURES)) != FEATURES:
+            raise RerankerError(
+                f"reranker signals {data.get('features')} are not this version's {list(FEATURES)}"
+            )
+        return cls(
+            {s: {k: float(v) for k, v in w.items()} for s, w in data["weights"].items()},
+            dict(data.get("provenance", {})),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "features": list(FEATURES),
+            "weights": {s: dict(w) for s, w in self.weights.items()},
+            "provenance": dict(self.provenance),
+        }
+
+    def check_sources(self, sources: Sequence[str]) -> None:
+        missing = [s for s in sources if s not in self.weights]
+        if missing:
+            raise RerankerError(
+                f"the reranker has no weights for {missing} (it knows {sorted(self.weights)})"
+            )
+
+    def score(self, source: str, signals: Mapping[str, float]) -> float:
+        weights = self.weights[source]
+        return weights["bias"] + sum(weights[name] * signals[name] for name in FEATURES)
+
+
+def _evidence(item: Prepared) -> Sequence[PlaceholderEvidence]:
+    if item.resolution is not None:
+        return item.resolution.evidence
+    verdict = item.result.verdict if item.result is not None else None
+    return verdict.evidence if verdict is not None else ()
+
+
+def status_of(item: Prepared) -> str:
+    if item.resolution is not None:
+        return "resolved"
+    return item.result.status if item.result is not None else "invalid"
+
+
+def final_query(item: Prepared) -> str | None:
+    return item.resolution.sparql if item.resolution is not None else None
+
+
+def signals(item: Prepared, agreement: float) -> dict[str, float]:
+    """The reranker's signals of one prepared draft (all but `agreement` from the draft alone)."""
+    evidence = _evidence(item)
+    confidences = [float(e.confidence or 0.0) for e in evidence]
+    entities = [e for e in evidence if e.placeholder.kind == "entity"]
+    relations = [e for e in evidence if e.placeholder.kind == "relation"]
+    question = f" {' '.join(_WORD.findall((item.question or '').lower()))} "
+    in_question = [f" {' '.join(_WORD.findall(e.placeholder.label.lower()))} " in question for e in entities]
+    resolved = item.resolution is not None and bool(confidences)
+    return {
+        "resolved": float(resolved),
+        "min_confidence": min(confidences) if confidences else 0.0,
+        "min_entity_confidence": min((float(e.confidence or 0.0) for e in entities), default=1.0),
+        "min_relation_confidence": min((float(e.confidence or 0.0) for e in relations), default=1.0),
+        "mean_log_confidence": (
+            sum(math.log(max(c, _FLOOR)) for c in confidences) / len(confidences)
+            if confidences
+            else math.log(_FLOOR)
+        ),
+        "placeholders": float(len(evidence)),
+        "entities_in_question": sum(in_question) / len(in_question) if in_question else 1.0,
+        "agreement": agreement,
+    }
+
+
+def draft_signals(items: Sequence[Prepared]) -> list[dict[str, float]]:
+    """The signals of one question's prepared drafts."""
+    finals = [final_query(i) for i in items]
+    out = []
+    for k, item in enumerate(items):
+        others = [f for j, f in enumerate(finals) if j != k]
+        same = sum(1 for f in others if f is not None and f == finals[k])
+        out.append(signals(item, same / len(others) if others else 0.0))
+    return out
+
+
+def choose(
+    items: Sequence[Prepared], sources: Sequence[str], reranker: Reranker
+) -> tuple[int, tuple[DraftScore, ...]]:
+    """The index of the draft to keep, and every draft's score (ties go to the earlier member)."""
+    found = draft_signals(items)
+    scores = [reranker.score(s, f) for s, f in zip(sources, found, strict=True)]
+    statuses = [status_of(i) for i in items]
+    best = max(range(len(items)), key=lambda k: (_STATUS_RANK.get(statuses[k], 0), scores[k], -k))
+    return best, tuple(
+        DraftScore(s, st, sc, k == best, f)
+        for k, (s, st, sc, f) in enumerate(zip(sources, statuses, scores, found, strict=True))
+    )
+
+
+def prepare_drafts(
+    questions: Sequence[str | None],
+    drafts: Sequence[Sequence[Draft]],
+    mode: str,
+    resolver: Resolver,
+    grounding: GroundingConfig,
+    reranker: Reranker | None,
+    *,
+    timers: Sequence[Timer] | None = None,
+    chunk: int | None = None,
+    advance: Advance | None = None,
+    lock: AbstractContextManager[Any] | None = None,
+) -> list[Prepared]:
+    """`prepare` for every draft, then per question the chosen one, which records every draft's score in
+    `Prepared.drafts`. With one draft per question this is `prepare` itself (no reranker needed)."""
+    if len(drafts) != len(questions):
+        raise ValueError(f"{len(questions)} questions but {len(drafts)} draft lists")
+    if any(not d for d in drafts):
+        raise ValueError("every question needs at least one draft")
+    timers = list(timers) if timers is not None else [Timer() for _ in questions]
+    if all(len(d) == 1 for d in drafts):
+        return prepare(
+            questions,
+            [d[0].text for d in drafts],
+            mode,
+            resolver,
+            grounding,
+            timers=timers,
+            chunk=chunk,
+            advance=advance,
+            lock=lock,
+        )
+    if reranker is None:
+        raise ValueError("several drafts per question need a reranker to choose among them")
+    reranker.check_sources(sorted({d.source for ds in drafts for d in ds}))
+    flat_questions = [q for q, ds in zip(questions, drafts, strict=True) for _ in ds]
+    # The drafts of a question share its timer: the time it took is that of all of them.
+    flat_timers = [t for t, ds in zip(timers, drafts, strict=True) for _ in ds]
+    prepared = prepare(
+        flat_questions,
+        [d.text for ds in drafts for d in ds],
+        mode,
+        resolver,
+        grounding,
+        timers=flat_timers,
+        chunk=chunk,
+        advance=advance,
+        lock=lock,
+    )
+    chosen: list[Prepared] = []
+    start = 0
+    for ds in drafts:
+        items = prepared[start : start + len(ds)]
+        start += len(ds)
+        best, scores = choose(items, [d.source for d in ds], reranker)
+        items[best].drafts = scores
+        chosen.append(items[best])
+    return chosen
+
+
+def reranker_of(generator: Any) -> Reranker | None:
+    """The reranker an ensemble generator ships, checked against its members (None for other generators).
+
+    Raises RerankerError for an ensemble of several members without a valid reranker."""
+    members = getattr(generator, "members", None)
+    if members is None:
+        return None
+    data = getattr(generator, "reranker", None)
+    if data is None:
+        if len(members) > 1:
+            raise RerankerError(
+                f"the ensemble has no {RERANKER_FILE} to choose among its drafts; fit one with scripts/fit_rerank.py"
+            )
+        return None
+    reranker = Reranker.from_json(data)
+    reranker.check_sources([name for name, _ in members])
+    return reranker
+
+
+__all__ = [
+    "FEATURES",
+    "DraftScore",
+    "Reranker",
+    "RerankerError",
+    "choose",
+    "draft_signals",
+    "prepare_drafts",
+    "reranker_of",
+    "signals",
+]
