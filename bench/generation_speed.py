@@ -1,40 +1,69 @@
-"""Generation throughput on this machine: questions/s batched and one at a time, and resolve time beside it.
+"""Generation throughput on this machine, side by side: questions/s one at a time and batched, for the model
+alone (every draft written) and for what a user waits for (drafts written, resolved against the full memory
+and, for an ensemble, reranked: `Pipeline.ask_many` without a store).
 
-    python bench/generation_speed.py [--model models/pgmr-default] [--questions 256] [--single 40]
-                                     [--batch-sizes 1,8,32,64] [--threads N]
+    python bench/generation_speed.py [--models models/pgmr-default,models/pgmr-ensemble] [--questions 256]
+                                     [--single 40] [--batch-sizes 8,32,64] [--threads N]
 
-Questions are the first N of LC-QuAD 2.0 test. Each batch size runs the same questions; rows are measured
-in one process one after the other, so compare ratios rather than absolute numbers across runs (the machine
-is noisy). pgmr-mode models also time the resolver on their own outputs (full memory, batched and single).
-Writes bench/results/generation_speed.json.
+Questions are the first N of LC-QuAD 2.0 test. The models take turns on every row (same questions, same
+process), so the ratios between them are what to read: the machine is noisy. Writes
+bench/results/generation_speed.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 import torch
 
 from _common import console, table, write_result
 from pgmr.config import default_memory_dir, resolve_data_dir
 from pgmr.datasets import load_named
-from pgmr.generators import PGMR_MODES
-from pgmr.generators.seq2seq import Seq2SeqGenerator
-from pgmr.query import IntermediateQueryError, parse
+from pgmr.generators.ensemble import generate_drafts
+from pgmr.generators.trained import load_trained
+from pgmr.memory import Memory
+from pgmr.pipeline import Pipeline
+
+
+def _single(run: Callable[[list[str]], Any], questions: Sequence[str]) -> dict[str, float]:
+    latencies = []
+    for question in questions:
+        started = time.perf_counter()
+        run([question])
+        latencies.append(time.perf_counter() - started)
+    return {
+        "questions": len(latencies),
+        "questions_per_s": round(len(latencies) / sum(latencies), 2),
+        "p50_ms": round(1000 * statistics.median(latencies), 1),
+        "p95_ms": round(1000 * sorted(latencies)[int(0.95 * (len(latencies) - 1))], 1),
+    }
+
+
+def _batched(run: Callable[[list[str]], Any], questions: Sequence[str]) -> dict[str, float]:
+    started = time.perf_counter()
+    run(list(questions))
+    elapsed = time.perf_counter() - started
+    return {
+        "questions": len(questions),
+        "seconds": round(elapsed, 2),
+        "questions_per_s": round(len(questions) / elapsed, 2),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", default="models/pgmr-default")
+    parser.add_argument("--models", default="models/pgmr-default,models/pgmr-ensemble")
     parser.add_argument("--data-dir")
     parser.add_argument("--memory")
     parser.add_argument("--questions", type=int, default=256)
-    parser.add_argument("--single", type=int, default=40, help="questions generated one at a time")
+    parser.add_argument("--single", type=int, default=40, help="questions asked one at a time")
     parser.add_argument("--batch-sizes", default="8,32,64")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     args = parser.parse_args()
@@ -43,88 +72,47 @@ def main() -> None:
 
     records = load_named("lcquad2-test", resolve_data_dir(args.data_dir)).records[: args.questions]
     questions = [r.question for r in records]
-    generator = Seq2SeqGenerator.load(args.model)
-    generator.generate(questions[:4])  # warm-up: first calls pay for allocation
+    memory = Memory.load(args.memory or default_memory_dir())
+    models = [m for m in args.models.split(",") if m]
+    pipelines = {}
+    for model in models:
+        pipeline = Pipeline(load_trained(model), memory)
+        pipeline.ask_many(questions[:4])  # warm-up: first calls pay for allocation and the lexicons
+        pipelines[model] = pipeline
 
-    rows: list[list[object]] = []
-    results: dict[str, object] = {
-        "model": args.model,
-        "mode": generator.mode,
-        "threads": torch.get_num_threads(),
-    }
-    single_latencies = []
-    outputs: list[str] = []
-    for question in questions[: args.single]:
-        started = time.perf_counter()
-        outputs.extend(generator.generate([question], batch_size=1))
-        single_latencies.append(time.perf_counter() - started)
-    single_qps = len(single_latencies) / sum(single_latencies)
-    rows.append(
-        [
-            "1 (one at a time)",
-            len(single_latencies),
-            f"{single_qps:.1f}",
-            f"{1000 * statistics.median(single_latencies):.0f}",
-        ]
-    )
-    results["single"] = {
-        "questions": len(single_latencies),
-        "questions_per_s": round(single_qps, 2),
-        "p50_ms": round(1000 * statistics.median(single_latencies), 1),
-        "p95_ms": round(1000 * sorted(single_latencies)[int(0.95 * (len(single_latencies) - 1))], 1),
-    }
-    batched = {}
-    for size in (int(s) for s in args.batch_sizes.split(",")):
-        started = time.perf_counter()
-        outputs = generator.generate(questions, batch_size=size)
-        elapsed = time.perf_counter() - started
-        qps = len(questions) / elapsed
-        batched[str(size)] = {
-            "questions": len(questions),
-            "seconds": round(elapsed, 2),
-            "questions_per_s": round(qps, 2),
-        }
-        rows.append(
-            [f"{size}", len(questions), f"{qps:.1f}", f"{1000 * elapsed / len(questions):.0f} (amortised)"]
-        )
-    results["batched"] = batched
+    def generation(model: str, size: int) -> Callable[[list[str]], Any]:
+        generator = pipelines[model].generator
+        return lambda qs: generate_drafts(generator, qs, batch_size=size)  # type: ignore[arg-type]
 
-    if generator.mode in PGMR_MODES:
-        from pgmr.memory import Memory
-        from pgmr.resolver import Resolver
+    def answering(model: str, size: int) -> Callable[[list[str]], Any]:
+        return lambda qs: pipelines[model].ask_many(qs, batch_size=size)
 
-        resolver = Resolver(Memory.load(args.memory or default_memory_dir()))
-        parsed = []
-        for text in outputs:
-            with contextlib.suppress(IntermediateQueryError):
-                parsed.append(parse(text))
-        resolver.resolve_many(parsed[:8])  # warm-up
-        started = time.perf_counter()
-        resolver.resolve_many(parsed)
-        batch_s = time.perf_counter() - started
-        latencies = []
-        for query in parsed[: args.single]:
-            started = time.perf_counter()
-            resolver.resolve(query)
-            latencies.append(time.perf_counter() - started)
-        results["resolve"] = {
-            "queries": len(parsed),
-            "batched_queries_per_s": round(len(parsed) / batch_s, 2),
-            "single_p50_ms": round(1000 * statistics.median(latencies), 1),
-        }
-        rows.append(["resolve, batched", len(parsed), f"{len(parsed) / batch_s:.1f}", ""])
-        rows.append(
-            [
-                "resolve, one at a time",
-                len(latencies),
-                f"{len(latencies) / sum(latencies):.1f}",
-                f"{1000 * statistics.median(latencies):.0f}",
-            ]
-        )
+    sizes = [int(s) for s in args.batch_sizes.split(",")]
+    results: dict[str, Any] = {"threads": torch.get_num_threads(), "questions": len(questions), "models": {}}
+    for model in models:
+        results["models"][model] = {"generation": {}, "question_to_sparql": {}}
+    for what, make in (("generation", generation), ("question_to_sparql", answering)):
+        for model in models:
+            results["models"][model][what]["1"] = _single(make(model, 1), questions[: args.single])
+        for size in sizes:
+            for model in models:
+                results["models"][model][what][str(size)] = _batched(make(model, size), questions)
+
+    rows = []
+    base = models[0]
+    for what in ("generation", "question_to_sparql"):
+        for size in ["1", *map(str, sizes)]:
+            row: list[object] = [what.replace("_", " "), size]
+            for model in models:
+                qps = results["models"][model][what][size]["questions_per_s"]
+                ratio = qps / results["models"][base][what][size]["questions_per_s"]
+                row.append(f"{qps:.1f}" + ("" if model == base else f" ({ratio:.2f}x)"))
+            rows.append(row)
     console.print(
         table(
-            f"generation speed: {args.model} ({generator.mode}, {torch.get_num_threads()} threads)",
-            ["batch size", "questions", "questions/s", "ms per question (p50)"],
+            f"questions/s, {torch.get_num_threads()} threads, first {len(questions)} LC-QuAD 2.0 test questions "
+            f"({args.single} one at a time)",
+            ["what", "batch size", *(Path(m).name for m in models)],
             rows,
         )
     )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import AutoTokenizer
 
-from pgmr.generators import default_model_dir
 from pgmr.generators.seq2seq import Seq2SeqGenerator
 from pgmr.generators.seq2seq.copying import (
     ENT_CLOSE,
@@ -22,6 +23,9 @@ from pgmr.generators.seq2seq.copying import (
 from pgmr.query import parse
 from pgmr.query.question import question_spans
 
+# The shipped seq2seq model (a member of the default ensemble).
+SEQ2SEQ = Path(__file__).resolve().parents[1] / "models" / "pgmr-default"
+
 QUESTIONS = [
     "What was the population of Somalia in 2009?",
     "Was Roman Polanski born in Paris?",
@@ -32,12 +36,12 @@ QUESTIONS = [
 
 @pytest.fixture(scope="module")
 def tokenizer():  # type: ignore[no-untyped-def]
-    return AutoTokenizer.from_pretrained(default_model_dir())
+    return AutoTokenizer.from_pretrained(SEQ2SEQ)
 
 
 @pytest.fixture(scope="module")
 def plain() -> Seq2SeqGenerator:
-    return Seq2SeqGenerator.load(default_model_dir(), copy_bias=0.0)
+    return Seq2SeqGenerator.load(SEQ2SEQ, copy_bias=0.0)
 
 
 def test_function_words_neither_begin_nor_end_a_copyable_span() -> None:
@@ -139,7 +143,7 @@ def test_trie_paths_are_the_tokens_of_question_spans(tokenizer) -> None:  # type
 
 def test_large_bias_makes_every_entity_label_a_question_span() -> None:
     # With the closing bonus a label can only end where a span ends, so every label is a span.
-    forced = Seq2SeqGenerator.load(default_model_dir(), copy_bias=100.0, copy_close=True)
+    forced = Seq2SeqGenerator.load(SEQ2SEQ, copy_bias=100.0, copy_close=True)
     outputs = forced.generate(QUESTIONS, batch_size=4)
     labels = 0
     for question, text in zip(QUESTIONS, outputs, strict=True):

@@ -208,11 +208,23 @@ def render(result: AskResult) -> Group:
     if result.question:
         parts.append(Text.assemble(("question: ", "bold"), result.question))
     if result.intermediate is not None:
+        chosen = next((d.source for d in result.drafts if d.chosen), None)
         parts.append(
             Panel(
                 highlighted(result.intermediate),
-                title=f"intermediate query ({result.mode})",
+                title=f"intermediate query ({result.mode}{f', draft by {chosen}' if chosen else ''})",
                 title_align="left",
+            )
+        )
+    if result.drafts:
+        # An ensemble: every member's draft, as the reranker scored it (the chosen one is shown above).
+        parts.append(
+            Text.assemble(
+                ("drafts: ", "bold"),
+                ", ".join(
+                    f"{d.source} {d.status} {d.score:.2f}{' (chosen)' if d.chosen else ''}"
+                    for d in result.drafts
+                ),
             )
         )
     for name, generated, grounded in result.grounded:

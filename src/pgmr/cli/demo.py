@@ -71,7 +71,7 @@ def demo(
 
     reranker = None
     if oracle:
-        drafts = [(Draft("gold", r.intermediate),) for r in converted]
+        drafts: list[tuple[Draft, ...]] = [(Draft("gold", r.intermediate),) for r in converted]
         source = "gold queries converted to SPARQL-PGMR (--oracle)"
     else:
         from pgmr.generators import ModelNotFoundError, default_model_dir

@@ -3,6 +3,7 @@ makes it)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,17 +36,53 @@ class SystemSpec:
     def describe(self) -> dict[str, Any]:
         if self.model_dir is None:
             return {"status": "missing", "model": str(self.requested), "train_command": self.how_to_make}
-        model = self.card.get("model", {})
-        training = self.card.get("training", {})
+        return {"model": str(self.model_dir), "mode": self.mode, **card_summary(self.model_dir, self.card)}
+
+
+def card_summary(model_dir: Path, card: Mapping[str, Any]) -> dict[str, Any]:
+    """Preset, size and training cost from a model card of any backend. An ensemble's training steps and
+    time are its members' together, and each member is listed (`members`)."""
+    backend = card.get("backend", "seq2seq")
+    if backend == "ensemble":
+        from pgmr.generators.seq2seq.card import ModelCardError, read_model_card
+
+        members = []
+        for entry in card.get("members", []):
+            path = Path(os.path.normpath(Path(model_dir) / str(entry.get("path"))))
+            try:
+                member_card = read_model_card(path)
+            except ModelCardError:
+                member_card = {}
+            members.append({"name": entry.get("name"), "model": str(path), **card_summary(path, member_card)})
+        steps = [m["train_steps"] for m in members]
+        seconds = [m["train_wall_seconds"] for m in members]
         return {
-            "model": str(self.model_dir),
-            "mode": self.mode,
-            "preset": model.get("preset") or model.get("base"),
-            "parameters": model.get("parameters"),
-            "train_steps": training.get("global_step"),
-            "train_wall_seconds": training.get("wall_seconds"),
-            "validation_exact_match": self.card.get("validation", {}).get("exact_match"),
+            "preset": "ensemble of " + ", ".join(f"{m['name']} ({m['preset']})" for m in members),
+            "parameters": sum(m["parameters"] for m in members)
+            if all(m["parameters"] for m in members)
+            else None,
+            "train_steps": " + ".join(str(s) for s in steps) if None not in steps else None,
+            "train_wall_seconds": sum(seconds) if None not in seconds else None,
+            "validation_exact_match": None,
+            "members": members,
         }
+    if backend == "structured":
+        return {
+            "preset": "structured",
+            "parameters": card.get("parameters"),
+            "train_steps": card.get("steps"),
+            "train_wall_seconds": card.get("train_seconds"),
+            "validation_exact_match": card.get("validation", {}).get("frame_exact"),
+        }
+    model = card.get("model", {})
+    training = card.get("training", {})
+    return {
+        "preset": model.get("preset") or model.get("base"),
+        "parameters": model.get("parameters"),
+        "train_steps": training.get("global_step"),
+        "train_wall_seconds": training.get("wall_seconds"),
+        "validation_exact_match": card.get("validation", {}).get("exact_match"),
+    }
 
 
 def system_spec(name: str, path: Path | None) -> SystemSpec:
@@ -91,7 +128,11 @@ def load_generator(spec: SystemSpec, settings: ExperimentSettings) -> Generator:
 
 
 def decoding_info(generator: Generator) -> dict[str, Any]:
-    """How a seq2seq generator decoded (beam width, copy bias), for the record; {} for other generators."""
+    """How a seq2seq generator decoded (beam width, copy bias), for the record; an ensemble's seq2seq member's
+    (the others decode one way); {} for other generators."""
+    for _, member in getattr(generator, "members", ()):
+        if hasattr(member, "num_beams"):
+            return decoding_info(member)
     if not hasattr(generator, "num_beams"):
         return {}
     return {
@@ -103,4 +144,4 @@ def decoding_info(generator: Generator) -> dict[str, Any]:
     }
 
 
-__all__ = ["SystemSpec", "decoding_info", "load_generator", "needs_memory", "system_spec"]
+__all__ = ["SystemSpec", "card_summary", "decoding_info", "load_generator", "needs_memory", "system_spec"]

@@ -14,6 +14,8 @@ from pgmr.generators.examples import Example, build_examples, direct_target, pgm
 from pgmr.generators.rag import Candidate, CandidateRetriever, question_ngrams
 
 MODEL_DIR_ENV = "PGMR_MODEL_DIR"
+# Under the checkout's models/: the shipped default generator (an ensemble of the two models beside it).
+DEFAULT_MODEL = "pgmr-ensemble"
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -21,13 +23,14 @@ class ModelNotFoundError(FileNotFoundError):
 
 
 def default_model_dir() -> Path:
-    """`$PGMR_MODEL_DIR`, else the checkout's `models/pgmr-default` (the shipped default generator).
+    """`$PGMR_MODEL_DIR`, else the checkout's `models/pgmr-ensemble` (the shipped default generator: the
+    seq2seq model `models/pgmr-default` and the structured model `models/pgmr-structured`, reranked).
 
     Raises ModelNotFoundError when that directory holds no trained generator.
     """
     env = os.environ.get(MODEL_DIR_ENV)
     # The checkout layout is <root>/src/pgmr/generators/__init__.py.
-    path = Path(env).expanduser() if env else Path(__file__).resolve().parents[3] / "models" / "pgmr-default"
+    path = Path(env).expanduser() if env else Path(__file__).resolve().parents[3] / "models" / DEFAULT_MODEL
     if not ((path / "model_card.json").is_file() or (path / "model" / "model_card.json").is_file()):
         source = f"${MODEL_DIR_ENV}" if env else "the default location"
         raise ModelNotFoundError(

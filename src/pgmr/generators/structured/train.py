@@ -359,6 +359,7 @@ def train_structured(
         {
             "best_step": state["best_step"],
             "steps": state["step"],
+            "parameters": sum(p.numel() for p in model.parameters()),
             "resumed_from_step": resumed_from,
             "train_seconds": round(time.monotonic() - started, 1),
             "history": state["history"],
