@@ -323,3 +323,41 @@ def test_fitting_learns_to_trust_the_member_whose_support_tells() -> None:
     reranker = fit_rerank.fit(questions, ["a", "b"], 1.0)
     assert fit_rerank.accuracy(questions, fit_rerank.chooser(reranker)) >= 0.95
     assert reranker.weights["a"]["min_confidence"] > 0
+
+
+# -- the KG check across drafts -----------------------------------------------------------------------------------
+
+# Resolves as well as the Paris target, but its filter leaves nothing on the store, whatever the candidates.
+FILTERED = (
+    "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x FILTER(?x = wd:entity0) }\n"
+    "entity0 = [ENT] Paris [/ENT]\nrelation0 = [REL] capital of [/REL]"
+)
+
+
+@pytest.mark.parametrize("kg_check", [True, False])
+def test_a_draft_without_answers_gives_way_to_one_with_answers(parts: Parts, kg_check: bool) -> None:
+    from pgmr.pipeline import PipelineConfig
+    from pgmr.stores import open_store
+
+    members = [
+        ("filtered", ScriptedGenerator({PARIS: FILTERED})),
+        ("model", ScriptedGenerator({PARIS: TARGETS[PARIS]})),
+    ]
+    favour_filtered = Reranker({"filtered": _weights(bias=10.0), "model": _weights()})
+    store = open_store(str(parts.kg_file))
+    try:
+        pipeline = Pipeline(
+            EnsembleGenerator(members, favour_filtered.to_json()),
+            _memory(parts),
+            store=store,
+            config=PipelineConfig(kg_check=kg_check),
+        )
+        result = pipeline.ask(PARIS)
+    finally:
+        store.close()
+    chosen = [d.source for d in result.drafts if d.chosen]
+    if kg_check:
+        assert result.status == "answered" and result.intermediate == TARGETS[PARIS], result.to_json()
+        assert chosen == ["model"] and "Q142" in {a.id for a in result.answers}
+    else:  # without the KG check the reranker's choice stands, answers or not
+        assert result.status == "empty" and result.intermediate == FILTERED and chosen == ["filtered"]

@@ -223,6 +223,11 @@ def prepare_drafts(
         start += len(ds)
         best, scores = choose(items, [d.source for d in ds], reranker)
         items[best].drafts = scores
+        ranked = sorted(
+            (k for k in range(len(items)) if k != best and items[k].resolution is not None),
+            key=lambda k: -scores[k].score,
+        )
+        items[best].alternatives = tuple((ds[k].source, items[k]) for k in ranked)
         chosen.append(items[best])
     return chosen
 

@@ -67,6 +67,9 @@ class Prepared:
     sparql: str | None = None
     grounded: tuple[tuple[str, str, str], ...] = ()
     drafts: tuple[DraftScore, ...] = ()  # set by pgmr.pipeline.rerank when this was chosen among drafts
+    # The other resolved drafts, best scored first, by source: tried in turn when this one's query finds
+    # nothing on the store (see `finish`).
+    alternatives: tuple[tuple[str, Prepared], ...] = ()
 
 
 # -- check and parse -------------------------------------------------------------------------------------------
@@ -247,7 +250,18 @@ def finish(
     result = _finish(item, config, store if run else None, labels)
     if item.grounded:
         result = replace(result, grounded=item.grounded)
-    return replace(result, drafts=item.drafts) if item.drafts else result
+    if item.drafts:
+        result = replace(result, drafts=item.drafts)
+    if result.status == "empty" and store is not None and run and config.kg.enabled:
+        # The KG check across drafts, as across candidates within one: a query that finds nothing on the store
+        # is evidence against its draft, so the next best draft with an answer takes its place.
+        for source, other in item.alternatives:
+            found = _finish(other, config, store, labels)
+            if found.status == "answered":
+                drafts = tuple(replace(d, chosen=d.source == source) for d in item.drafts)
+                grounded = {"grounded": other.grounded} if other.grounded else {}
+                return replace(found, drafts=drafts, **grounded)
+    return result
 
 
 def finish_all(items: Sequence[Prepared], config: StageConfig) -> list[AskResult]:
