@@ -361,3 +361,27 @@ def test_a_draft_without_answers_gives_way_to_one_with_answers(parts: Parts, kg_
         assert chosen == ["model"] and "Q142" in {a.id for a in result.answers}
     else:  # without the KG check the reranker's choice stands, answers or not
         assert result.status == "empty" and result.intermediate == FILTERED and chosen == ["filtered"]
+
+
+def test_experiments_that_reuse_outputs_get_the_chosen_draft(tmp_path: Path, parts: Parts) -> None:
+    """The refusal and distractor experiments generate once and resolve against other memories: an ensemble's
+    choice is made once, with the full memory."""
+    from pgmr.datasets import QARecord
+    from pgmr.experiments.common import ExperimentSettings, Workspace
+    from pgmr.experiments.predict import pgmr_outputs
+
+    directory = _ensemble_dir(tmp_path, parts)
+    ws = Workspace(
+        ExperimentSettings(
+            data_dir=parts.data_dir,
+            out_dir=tmp_path / "out",
+            models={"pgmr": directory},
+            memory_dir=parts.memory_dir,
+            progress=False,
+        )
+    )
+    records = [QARecord("1", PARIS, "SELECT ?x WHERE { wd:Q90 wdt:P1376 ?x }", "test")]
+    outputs, source = pgmr_outputs(ws, records, None)
+    assert outputs == [TARGETS[PARIS]] and source["model"] == str(directory)
+    (row,) = read_jsonl(tmp_path / "out" / "generated.jsonl")
+    assert row["prediction"] == TARGETS[PARIS]

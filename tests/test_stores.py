@@ -63,8 +63,14 @@ def _flat(text: str) -> str:
         ("# leading comment\nPREFIX ex: <http://example.org/>\nSELECT * WHERE { ex:a ?p ?o }", "select"),
         # extension functions are valid SPARQL that oxigraph parses but cannot evaluate (found by the fuzzer)
         ("SELECT ?x WHERE { ?x rdfs:label ?l FILTER wd:(lang(?l) = 'en') }", "select"),
-        ("ASK { ?x wdt:P625 ?c FILTER(<http://www.opengis.net/def/function/geosparql/distance>(?c, ?c) < 1) }", "ask"),
-        ("CONSTRUCT { ?x ?p ?o } WHERE { ?x ?p ?o BIND(<http://a/>(1) AS ?y) BIND(<http://b/>(?y) AS ?z) }", "construct"),
+        (
+            "ASK { ?x wdt:P625 ?c FILTER(<http://www.opengis.net/def/function/geosparql/distance>(?c, ?c) < 1) }",
+            "ask",
+        ),
+        (
+            "CONSTRUCT { ?x ?p ?o } WHERE { ?x ?p ?o BIND(<http://a/>(1) AS ?y) BIND(<http://b/>(?y) AS ?z) }",
+            "construct",
+        ),
     ],
 )
 def test_queries_pass_the_gate_with_their_form(query: str, form: str) -> None:

@@ -259,8 +259,7 @@ def finish(
             found = _finish(other, config, store, labels)
             if found.status == "answered":
                 drafts = tuple(replace(d, chosen=d.source == source) for d in item.drafts)
-                grounded = {"grounded": other.grounded} if other.grounded else {}
-                return replace(found, drafts=drafts, **grounded)
+                return replace(found, drafts=drafts, grounded=other.grounded or found.grounded)
     return result
 
 
