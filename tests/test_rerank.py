@@ -274,20 +274,25 @@ def test_bad_ensemble_cards_fail_with_the_reason(tmp_path: Path, members: list[A
         load_trained(tmp_path)
 
 
+def _workspace(tmp_path: Path, parts: Parts, directory: Path) -> Any:
+    from pgmr.experiments.common import ExperimentSettings, Workspace
+
+    settings = ExperimentSettings(
+        data_dir=parts.data_dir,
+        out_dir=tmp_path / "out",
+        models={"pgmr": directory},
+        memory_dir=parts.memory_dir,
+        progress=False,
+    )
+    return Workspace(settings)
+
+
 def test_experiment_rows_record_the_choice(tmp_path: Path, parts: Parts) -> None:
     from pgmr.datasets import QARecord
-    from pgmr.experiments.common import ExperimentSettings, Workspace, run_system, system_spec
+    from pgmr.experiments.common import run_system, system_spec
 
     directory = _ensemble_dir(tmp_path, parts)
-    ws = Workspace(
-        ExperimentSettings(
-            data_dir=parts.data_dir,
-            out_dir=tmp_path / "out",
-            models={"pgmr": directory},
-            memory_dir=parts.memory_dir,
-            progress=False,
-        )
-    )
+    ws = _workspace(tmp_path, parts, directory)
     records = [QARecord("1", PARIS, "SELECT ?x WHERE { wd:Q167646 wdt:P1376 ?x }", "test")]
     entry = run_system(
         ws, system_spec("pgmr", directory), records, experiment="t", dataset="test", catalog=None
@@ -367,19 +372,10 @@ def test_experiments_that_reuse_outputs_get_the_chosen_draft(tmp_path: Path, par
     """The refusal and distractor experiments generate once and resolve against other memories: an ensemble's
     choice is made once, with the full memory."""
     from pgmr.datasets import QARecord
-    from pgmr.experiments.common import ExperimentSettings, Workspace
     from pgmr.experiments.predict import pgmr_outputs
 
     directory = _ensemble_dir(tmp_path, parts)
-    ws = Workspace(
-        ExperimentSettings(
-            data_dir=parts.data_dir,
-            out_dir=tmp_path / "out",
-            models={"pgmr": directory},
-            memory_dir=parts.memory_dir,
-            progress=False,
-        )
-    )
+    ws = _workspace(tmp_path, parts, directory)
     records = [QARecord("1", PARIS, "SELECT ?x WHERE { wd:Q90 wdt:P1376 ?x }", "test")]
     outputs, source = pgmr_outputs(ws, records, None)
     assert outputs == [TARGETS[PARIS]] and source["model"] == str(directory)

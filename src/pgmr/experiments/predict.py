@@ -36,23 +36,6 @@ if TYPE_CHECKING:
 RESOLVE_CHUNK = 256
 
 
-def generate_outputs(
-    generator: Generator,
-    questions: Sequence[str],
-    *,
-    contexts: Sequence[str] | None = None,
-    batch_size: int = 16,
-    label: str = "generating",
-    reporter: Reporter = QUIET,
-) -> list[str]:
-    """Raw outputs in question order, in chunks so that the bar moves (an ensemble's first member's: its
-    choice needs the resolver, see `generate_draft_lists` and `answer_drafts`)."""
-    drafts = generate_draft_lists(
-        generator, questions, contexts=contexts, batch_size=batch_size, label=label, reporter=reporter
-    )
-    return [d[0].text for d in drafts]
-
-
 def generate_draft_lists(
     generator: Generator,
     questions: Sequence[str],
@@ -388,7 +371,6 @@ __all__ = [
     "answer_outputs",
     "base_rows",
     "generate_draft_lists",
-    "generate_outputs",
     "gold_entities",
     "load_predictions",
     "min_entity_similarity",
