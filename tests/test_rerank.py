@@ -381,3 +381,20 @@ def test_experiments_that_reuse_outputs_get_the_chosen_draft(tmp_path: Path, par
     assert outputs == [TARGETS[PARIS]] and source["model"] == str(directory)
     (row,) = read_jsonl(tmp_path / "out" / "generated.jsonl")
     assert row["prediction"] == TARGETS[PARIS]
+
+
+def test_post_ask_of_an_ensemble_directory_shows_the_drafts(tmp_path: Path, parts: Parts) -> None:
+    """`pgmr serve --model ENSEMBLE`: the app loads the ensemble by its card; the response model validates the
+    drafts (OpenAPI schema `DraftOut`)."""
+    from starlette.testclient import TestClient
+
+    from pgmr.service import create_app
+
+    config = parts.config(model_dir=_ensemble_dir(tmp_path, parts))
+    with TestClient(create_app(config)) as client:
+        body = client.post("/ask", json={"question": PARIS}).json()
+        schema = client.get("/openapi.json").json()["components"]["schemas"]
+    assert body["status"] == "answered" and body["intermediate"] == TARGETS[PARIS]
+    assert [(d["source"], d["chosen"]) for d in body["drafts"]] == [("first", True), ("second", False)]
+    assert set(body["drafts"][0]["signals"]) == set(FEATURES)
+    assert "DraftOut" in schema
