@@ -58,7 +58,7 @@ def collect(drafts_path: Path, data_dir: Path, memory_dir: Path | None) -> list[
     out, k = [], 0
     for row in rows:
         n = len(row["drafts"])
-        found = draft_signals(prepared[k : k + n])
+        found = draft_signals(prepared[k : k + n], [d.get("confidence", {}) for d in row["drafts"]])
         drafts = []
         for d, signals, result in zip(row["drafts"], found, results[k : k + n], strict=True):
             right = evaluate_record({"id": row["id"], **result.to_row()}, gold[row["id"]]).query_em

@@ -165,6 +165,17 @@ def test_generator_loads_by_card_and_writes_parseable_sparql_pgmr(tiny_run) -> N
     for text, conf in zip(texts[:4], confidences, strict=True):
         assert set(conf) == set(parse(text).names)
         assert all(0.0 < c <= 1.0 for c in conf.values())
+    # What an ensemble's reranker reads: the same texts, with the shape's and the weakest slot's probability.
+    scored = generator.generate_with_confidence(questions[:4])
+    assert [t for t, _ in scored] == texts[:4]
+    for (_, reported), per_slot in zip(scored, confidences, strict=True):
+        assert set(reported) == {"template", "slots"} and 0.0 < reported["template"] <= 1.0
+        assert reported["slots"] == pytest.approx(min(per_slot.values()) / reported["template"], rel=1e-5)
+    from pgmr.generators.ensemble import EnsembleGenerator, generate_drafts
+
+    (drafts,) = generate_drafts(EnsembleGenerator([("structured", generator)], None), questions[:1])
+    assert drafts[0].text == texts[0]
+    assert drafts[0].confidence == pytest.approx(scored[0][1], rel=1e-5)  # alone vs in a batch: float noise
 
 
 def test_rerun_resumes_from_the_checkpoint_and_extends_the_history(tiny_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -212,7 +212,9 @@ def generate(
         # An ensemble's choice needs the memory (--resolve); without it the first member's draft stands.
         item: dict[str, Any] = {"id": row["id"], "question": row["question"], "prediction": options[0].text}
         if len(options) > 1:
-            item["drafts"] = [{"source": d.source, "text": d.text} for d in options]
+            item["drafts"] = [
+                {"source": d.source, "text": d.text, "confidence": dict(d.confidence)} for d in options
+            ]
         if "gold" in row:
             item["gold"] = row["gold"]
         results.append(item)
@@ -274,5 +276,12 @@ def _resolve_into(
         item.update(row)
         if result.drafts:
             item["prediction"] = result.intermediate
-            texts = {d["source"]: d["text"] for d in item.get("drafts", [])}
-            item["drafts"] = [{**d.to_json(), "text": texts.get(d.source)} for d in result.drafts]
+            written = {d["source"]: d for d in item.get("drafts", [])}
+            item["drafts"] = [
+                {
+                    **d.to_json(),
+                    "text": written[d.source]["text"],
+                    "confidence": written[d.source]["confidence"],
+                }
+                for d in result.drafts
+            ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,12 @@ RERANKER_FILE = "reranker.json"
 
 @dataclass(frozen=True)
 class Draft:
-    """One member's output for one question."""
+    """One member's output for one question, with what the member reports of its own confidence (the
+    structured model: `template` and `slots` probabilities; members that report none: empty)."""
 
     source: str
     text: str
+    confidence: Mapping[str, float] = field(default_factory=dict, compare=False)
 
 
 class EnsembleGenerator:
@@ -107,13 +109,21 @@ class EnsembleGenerator:
     ) -> list[tuple[Draft, ...]]:
         """Per question, each member's output in member order."""
         check_generate_inputs(self.mode, questions, contexts, batch_size)
-        outputs = [
-            member.generate(questions, contexts=contexts, batch_size=batch_size) for _, member in self.members
-        ]
+        outputs = [_scored(member, questions, contexts, batch_size) for _, member in self.members]
         return [
-            tuple(Draft(name, texts[i]) for (name, _), texts in zip(self.members, outputs, strict=True))
+            tuple(Draft(name, *scored[i]) for (name, _), scored in zip(self.members, outputs, strict=True))
             for i in range(len(questions))
         ]
+
+
+def _scored(
+    member: Generator, questions: Sequence[str], contexts: Sequence[str] | None, batch_size: int
+) -> list[tuple[str, dict[str, float]]]:
+    """A member's outputs with its confidences, where it reports them (`generate_with_confidence`)."""
+    scored = getattr(member, "generate_with_confidence", None)
+    if scored is not None:
+        return list(scored(questions, contexts=contexts, batch_size=batch_size))
+    return [(t, {}) for t in member.generate(questions, contexts=contexts, batch_size=batch_size)]
 
 
 def generate_drafts(

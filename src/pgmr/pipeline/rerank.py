@@ -36,6 +36,10 @@ FEATURES: tuple[str, ...] = (
     "placeholders",  # how many placeholders the draft has
     "entities_in_question",  # share of entity labels that are word spans of the question (1 without any)
     "agreement",  # share of the other drafts with the same final query
+    # What the member reports of its own output (pgmr.generators.ensemble.Draft.confidence), as logs floored at
+    # 1e-4; 0 for members that report nothing (their weight for it is then moot).
+    "generator_template",  # log probability of the draft's query shape (the structured model)
+    "generator_slots",  # log probability of its least probable slot value, given the shape
 )
 _FLOOR = 1e-4
 _WORD = re.compile(r"\w+")
@@ -117,8 +121,16 @@ def final_query(item: Prepared) -> str | None:
     return item.resolution.sparql if item.resolution is not None else None
 
 
-def signals(item: Prepared, agreement: float) -> dict[str, float]:
-    """The reranker's signals of one prepared draft (all but `agreement` from the draft alone)."""
+def _log(confidence: Mapping[str, float], key: str) -> float:
+    value = confidence.get(key)
+    return math.log(max(float(value), _FLOOR)) if value is not None else 0.0
+
+
+def signals(
+    item: Prepared, agreement: float, confidence: Mapping[str, float] | None = None
+) -> dict[str, float]:
+    """The reranker's signals of one prepared draft (all but `agreement` from the draft alone; `confidence`
+    is what its member reported)."""
     evidence = _evidence(item)
     confidences = [float(e.confidence or 0.0) for e in evidence]
     entities = [e for e in evidence if e.placeholder.kind == "entity"]
@@ -139,25 +151,33 @@ def signals(item: Prepared, agreement: float) -> dict[str, float]:
         "placeholders": float(len(evidence)),
         "entities_in_question": sum(in_question) / len(in_question) if in_question else 1.0,
         "agreement": agreement,
+        "generator_template": _log(confidence or {}, "template"),
+        "generator_slots": _log(confidence or {}, "slots"),
     }
 
 
-def draft_signals(items: Sequence[Prepared]) -> list[dict[str, float]]:
-    """The signals of one question's prepared drafts."""
+def draft_signals(
+    items: Sequence[Prepared], confidences: Sequence[Mapping[str, float]] | None = None
+) -> list[dict[str, float]]:
+    """The signals of one question's prepared drafts (`confidences`: what each draft's member reported)."""
     finals = [final_query(i) for i in items]
+    reported = list(confidences) if confidences is not None else [{} for _ in items]
     out = []
     for k, item in enumerate(items):
         others = [f for j, f in enumerate(finals) if j != k]
         same = sum(1 for f in others if f is not None and f == finals[k])
-        out.append(signals(item, same / len(others) if others else 0.0))
+        out.append(signals(item, same / len(others) if others else 0.0, reported[k]))
     return out
 
 
 def choose(
-    items: Sequence[Prepared], sources: Sequence[str], reranker: Reranker
+    items: Sequence[Prepared],
+    sources: Sequence[str],
+    reranker: Reranker,
+    confidences: Sequence[Mapping[str, float]] | None = None,
 ) -> tuple[int, tuple[DraftScore, ...]]:
     """The index of the draft to keep, and every draft's score (ties go to the earlier member)."""
-    found = draft_signals(items)
+    found = draft_signals(items, confidences)
     scores = [reranker.score(s, f) for s, f in zip(sources, found, strict=True)]
     statuses = [status_of(i) for i in items]
     best = max(range(len(items)), key=lambda k: (_STATUS_RANK.get(statuses[k], 0), scores[k], -k))
@@ -221,7 +241,7 @@ def prepare_drafts(
     for ds in drafts:
         items = prepared[start : start + len(ds)]
         start += len(ds)
-        best, scores = choose(items, [d.source for d in ds], reranker)
+        best, scores = choose(items, [d.source for d in ds], reranker, [d.confidence for d in ds])
         items[best].drafts = scores
         ranked = sorted(
             (k for k in range(len(items)) if k != best and items[k].resolution is not None),

@@ -57,6 +57,18 @@ class StructuredGenerator:
     ) -> list[str]:
         return [frame.query().to_text() for frame in self.frames(questions, batch_size=batch_size)]
 
+    def generate_with_confidence(
+        self, questions: Sequence[str], *, contexts: Sequence[str] | None = None, batch_size: int = 16
+    ) -> list[tuple[str, dict[str, float]]]:
+        """`generate`, with how sure the model is of each output: the template's probability and the least
+        probable slot value's (given the template); an ensemble's reranker reads them."""
+        out = []
+        for frame in self.frames(questions, batch_size=batch_size):
+            slots = [v.confidence for v in (*frame.entities, *frame.relations)]
+            confidence = {"template": frame.template_confidence, "slots": min(slots, default=1.0)}
+            out.append((frame.query().to_text(), confidence))
+        return out
+
     def confidences(self, questions: Sequence[str], *, batch_size: int = 16) -> list[dict[str, float]]:
         """Per question, each placeholder's probability under the model (its value's times the template's)."""
         return [frame.confidences() for frame in self.frames(questions, batch_size=batch_size)]
