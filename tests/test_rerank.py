@@ -398,3 +398,14 @@ def test_post_ask_of_an_ensemble_directory_shows_the_drafts(tmp_path: Path, part
     assert [(d["source"], d["chosen"]) for d in body["drafts"]] == [("first", True), ("second", False)]
     assert set(body["drafts"][0]["signals"]) == set(FEATURES)
     assert "DraftOut" in schema
+
+
+def test_an_experiment_with_an_ensemble_that_cannot_choose_fails_before_generating(
+    tmp_path: Path, parts: Parts
+) -> None:
+    from pgmr.experiments.common import ExperimentError, load_generator, system_spec
+
+    directory = _ensemble_dir(tmp_path, parts, reranker=False)
+    ws = _workspace(tmp_path, parts, directory)
+    with pytest.raises(ExperimentError, match="no reranker.json"):
+        load_generator(system_spec("pgmr", directory), ws.settings)

@@ -115,9 +115,10 @@ def needs_memory(specs: Sequence[SystemSpec]) -> bool:
 
 def load_generator(spec: SystemSpec, settings: ExperimentSettings) -> Generator:
     from pgmr.generators.trained import load_trained
+    from pgmr.pipeline.rerank import RerankerError, reranker_of
 
     assert spec.model_dir is not None
-    return load_trained(
+    generator = load_trained(
         spec.model_dir,
         settings.device,
         num_beams=settings.num_beams,
@@ -125,6 +126,11 @@ def load_generator(spec: SystemSpec, settings: ExperimentSettings) -> Generator:
         copy_bias=settings.copy_bias,
         relation_copy_bias=settings.relation_copy_bias,
     )
+    try:  # an ensemble that cannot choose among its drafts fails before minutes of generation
+        reranker_of(generator)
+    except RerankerError as exc:
+        raise ExperimentError(f"{spec.name}: {spec.model_dir}: {exc}") from None
+    return generator
 
 
 def decoding_info(generator: Generator) -> dict[str, Any]:
