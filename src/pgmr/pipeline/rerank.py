@@ -3,9 +3,11 @@ members, pgmr.generators.ensemble), each is checked, parsed, grounded and resolv
 one the reranker scores highest goes on to the store.
 
 The score is linear in a few signals of how well the memory supports the draft (the resolver's support
-confidence per placeholder, pgmr.resolver.support), whether its entity labels are spans of the question, and
-whether other members wrote the same final query, with one set of weights per member (members differ in how
-far their confidences can be trusted). The weights are fitted on LC-QuAD 2.0 validation
+confidence per placeholder, pgmr.resolver.support), whether its entity labels are spans of the question,
+whether other members wrote the same final query, and what the member reports of its own output (the
+structured model's shape and slot probabilities), with one set of weights per member (members differ in how
+far their confidences can be trusted). With a store, `stages.finish` also lets a draft whose query finds
+nothing give way to the next one (the KG check across drafts). The weights are fitted on LC-QuAD 2.0 validation
 (scripts/fit_rerank.py) as a pairwise ranking: on questions where exactly one draft is right, the difference of
 the two drafts' signals predicts which; they ship as the ensemble's `reranker.json`.
 """
