@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pgmr.pipeline.rerank import FEATURES, Reranker, draft_signals
+from pgmr.pipeline.rerank import FEATURES, Reranker, best_draft, draft_signals
 
 TUNED_ON = 600  # validation questions the seq2seq post-generation rules were tuned on
 SEED = 0
@@ -109,11 +109,10 @@ def accuracy(questions: Sequence[Mapping[str, Any]], choose: Any) -> float:
 
 def chooser(reranker: Reranker) -> Any:
     def choose(q: Mapping[str, Any]) -> Mapping[str, Any]:
-        # as pgmr.pipeline.rerank.choose: a resolved draft first (no refusals here), then the score
+        # the pipeline's rule; no refusals here, so a draft's rank is whether it resolved
         drafts = q["drafts"]
         scores = [reranker.score(d["source"], d["signals"]) for d in drafts]
-        best = max(range(len(drafts)), key=lambda k: (drafts[k]["signals"]["resolved"], scores[k], -k))
-        return drafts[best]
+        return drafts[best_draft([int(d["signals"]["resolved"]) for d in drafts], scores)]
 
     return choose
 

@@ -184,11 +184,12 @@ def generate(
             copy_bias=copy_bias,
             relation_copy_bias=relation_copy_bias,
         )
+    reranker = None
     if resolve:  # an ensemble that cannot choose among its drafts fails before it generates
         from pgmr.pipeline.rerank import RerankerError, reranker_of
 
         try:
-            reranker_of(generator)
+            reranker = reranker_of(generator)
         except RerankerError as exc:
             print_error(exc)
             raise typer.Exit(2) from None
@@ -220,7 +221,7 @@ def generate(
         results.append(item)
     counts: Counter[str] = Counter()
     if resolve:
-        _resolve_into(results, memory, grounding, literal_grounding, drafts, generator)
+        _resolve_into(results, memory, grounding, literal_grounding, drafts, reranker)
         counts.update(r["status"] for r in results)
     elif mode in PGMR_MODES:
         counts["parses"] = sum(1 for r in results if _parses(r["prediction"]))
@@ -252,7 +253,7 @@ def _resolve_into(
     grounding: float,
     literal_grounding: bool,
     drafts: Sequence[Sequence[Any]],
-    generator: Any,
+    reranker: Any,
 ) -> None:
     """Adds status plus sparql/mapping/evidence (resolved), reason (refused) or error (invalid) to each row;
     `grounded` lists the labels and literals snapped to the question before resolution. The pipeline's
@@ -260,14 +261,14 @@ def _resolve_into(
     every row keeps the resolver's best candidates and their evidence. An ensemble's drafts are reranked
     as in `pgmr ask`: `prediction` becomes the chosen draft and `drafts` records every draft's score."""
     from pgmr.pipeline import StageConfig
-    from pgmr.pipeline.rerank import prepare_drafts, reranker_of
+    from pgmr.pipeline.rerank import prepare_drafts
     from pgmr.pipeline.stages import finish_all
     from pgmr.resolver import Resolver, ResolverConfig
 
     stages = StageConfig(GroundingConfig(grounding, literals=literal_grounding), resolver=ResolverConfig())
     resolver = Resolver(memory, stages.resolver)
     questions = [item.get("question") for item in results]
-    prepared = prepare_drafts(questions, drafts, "pgmr", resolver, stages.grounding, reranker_of(generator))
+    prepared = prepare_drafts(questions, drafts, "pgmr", resolver, stages.grounding, reranker)
     for item, result in zip(results, finish_all(prepared, stages), strict=True):
         if result.grounded:
             item["grounded"] = result.grounded_json()

@@ -301,7 +301,7 @@ def pgmr_outputs(
         outputs = [d[0].text for d in drafts]
         if any(len(d) > 1 for d in drafts):
             chosen = answer_drafts(ws.resolver(), ws.stages(), questions, drafts, reranker_of(generator))
-            outputs = [r.intermediate or d[0].text for r, d in zip(chosen, drafts, strict=True)]
+            outputs = chosen_texts(chosen, drafts)
         source = {
             **spec.describe(),
             "generation_seconds": round(time.monotonic() - started, 1),
@@ -360,9 +360,15 @@ def predict(
         reporter=ws.reporter,
     )
     timings["resolution_seconds"] = round(time.monotonic() - started, 1)
-    # The chosen draft is the prediction (one draft: the model's output itself).
-    outputs = [r.intermediate if r.drafts else d[0].text for r, d in zip(results, drafts, strict=True)]
-    return prediction_rows(records, [o or "" for o in outputs], results), timings
+    return prediction_rows(records, chosen_texts(results, drafts), results), timings
+
+
+def chosen_texts(results: Sequence[AskResult], drafts: Sequence[Sequence[Draft]]) -> list[str]:
+    """The model output behind each result: the chosen draft's (one draft: the model's output itself)."""
+    return [
+        r.intermediate if r.drafts and r.intermediate is not None else d[0].text
+        for r, d in zip(results, drafts, strict=True)
+    ]
 
 
 __all__ = [

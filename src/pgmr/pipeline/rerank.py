@@ -119,7 +119,7 @@ def status_of(item: Prepared) -> str:
     return item.result.status if item.result is not None else "invalid"
 
 
-def final_query(item: Prepared) -> str | None:
+def _final_sparql(item: Prepared) -> str | None:
     return item.resolution.sparql if item.resolution is not None else None
 
 
@@ -162,7 +162,7 @@ def draft_signals(
     items: Sequence[Prepared], confidences: Sequence[Mapping[str, float]] | None = None
 ) -> list[dict[str, float]]:
     """The signals of one question's prepared drafts (`confidences`: what each draft's member reported)."""
-    finals = [final_query(i) for i in items]
+    finals = [_final_sparql(i) for i in items]
     reported = list(confidences) if confidences is not None else [{} for _ in items]
     out = []
     for k, item in enumerate(items):
@@ -170,6 +170,12 @@ def draft_signals(
         same = sum(1 for f in others if f is not None and f == finals[k])
         out.append(signals(item, same / len(others) if others else 0.0, reported[k]))
     return out
+
+
+def best_draft(ranks: Sequence[int], scores: Sequence[float]) -> int:
+    """The draft to keep: the best status rank (resolved > refused > invalid), then the best score, then the
+    earlier member."""
+    return max(range(len(scores)), key=lambda k: (ranks[k], scores[k], -k))
 
 
 def choose(
@@ -182,7 +188,7 @@ def choose(
     found = draft_signals(items, confidences)
     scores = [reranker.score(s, f) for s, f in zip(sources, found, strict=True)]
     statuses = [status_of(i) for i in items]
-    best = max(range(len(items)), key=lambda k: (_STATUS_RANK.get(statuses[k], 0), scores[k], -k))
+    best = best_draft([_STATUS_RANK.get(s, 0) for s in statuses], scores)
     return best, tuple(
         DraftScore(s, st, sc, k == best, f)
         for k, (s, st, sc, f) in enumerate(zip(sources, statuses, scores, found, strict=True))
@@ -278,6 +284,7 @@ __all__ = [
     "DraftScore",
     "Reranker",
     "RerankerError",
+    "best_draft",
     "choose",
     "draft_signals",
     "prepare_drafts",

@@ -134,6 +134,8 @@ def _evaluate_on_empty_store(probe: str) -> Any:
     `geof:distance(...)`) is valid SPARQL that oxigraph parses and then refuses to evaluate; such a function is
     declared as one that returns nothing, so the check is about syntax, as it should be, and the query form is
     still read from oxigraph's result."""
+    import pyoxigraph
+
     functions: dict[Any, Any] = {}
     while True:
         try:
@@ -142,8 +144,6 @@ def _evaluate_on_empty_store(probe: str) -> Any:
             m = _CUSTOM_FUNCTION.search(str(exc))
             if m is None or len(functions) >= _MAX_CUSTOM_FUNCTIONS:
                 raise ValueError(str(exc)) from None
-            import pyoxigraph
-
             name = pyoxigraph.NamedNode(m.group(1))
             if name in functions:
                 raise ValueError(str(exc)) from None
