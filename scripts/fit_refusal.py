@@ -119,6 +119,92 @@ def meets(point: dict[str, Any]) -> bool:
     return point["full"]["loss"] <= MAX_EM_LOSS
 
 
+def choose(curve: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The thresholds meeting every target, and the one to ship: of those, the one with the most recall on the
+    weaker set (the lower threshold on a tie); when none meets them, the one that refuses most while keeping
+    answerable refused <= 10% on both sets and the Query EM cost <= 3 points (marked "fallback")."""
+    ok = [p for p in curve if meets(p)]
+
+    def recall(p: dict[str, Any]) -> tuple[float, float]:
+        return min(p[v]["recall"] for v in ("entity-removed", "relation-removed")), -p["threshold"]
+
+    if ok:
+        return ok, max(ok, key=recall)
+    safe = [
+        p
+        for p in curve
+        if p["full"]["loss"] <= MAX_EM_LOSS
+        and all(p[v]["answerable_refused"] <= 0.1 for v in ("entity-removed", "relation-removed"))
+    ]
+    return ok, {**max(safe, key=recall), "fallback": True}
+
+
+def print_curve(curve: list[dict[str, Any]]) -> None:
+    for p in curve[::5]:
+        e, r, f = p["entity-removed"], p["relation-removed"], p["full"]
+        print(
+            f"t={p['threshold']:.2f} ent P/R/lost {e['precision'] or math.nan:.3f}/{e['recall']:.3f}/"
+            f"{e['answerable_refused']:.3f} rel {r['precision'] or math.nan:.3f}/{r['recall']:.3f}/"
+            f"{r['answerable_refused']:.3f} EM off/on {f['query_em_off']:.3f}/{f['query_em_on']:.3f}"
+        )
+
+
+def from_sweep(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The curve of a `pgmr experiment refusal --split validation` run (its metrics.json) in this script's
+    shape. That run resolves every draft of the shipped generator (an ensemble's members included) with the
+    shipped support models and keeps the reranker's best draft that reaches the threshold, as the pipeline
+    does."""
+    full = {p["threshold"]: p for p in doc["answerable"]["curve"]}
+    off = doc["answerable"]["query_em_off"]
+    variants = {name: {p["threshold"]: p for p in v["curve"]} for name, v in doc["variants"].items()}
+    curve = []
+    for t in sorted(full):
+        point: dict[str, Any] = {"threshold": t}
+        for name, by_t in variants.items():
+            point[name] = {
+                "precision": by_t[t]["refusal_precision"],
+                "recall": by_t[t]["refusal_recall"],
+                "answerable_refused": by_t[t]["answerable_refused"],
+            }
+        on = full[t]["query_em"]
+        point["full"] = {"query_em_off": off, "query_em_on": on, "loss": off - on}
+        curve.append(point)
+    return curve
+
+
+def main_from_sweep(path: Path, write: bool) -> int:
+    """Only the threshold, for the shipped support models, chosen on a validation run of the experiment."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    dataset = str(doc.get("settings", {}).get("dataset"))
+    if "validation" not in dataset:
+        raise SystemExit(f"{path} is a run on {dataset}: the threshold is chosen on validation only")
+    curve = from_sweep(doc)
+    ok, best = choose(curve)
+    print_curve(curve)
+    print("meeting:", [p["threshold"] for p in ok], "chosen:", json.dumps(best))
+    if write:
+        shipped = Calibration.from_json(json.loads(CALIBRATION.read_text(encoding="utf-8")))
+        source = doc.get("source", {})
+        provenance = {
+            **shipped.provenance,
+            "threshold_chosen_on": {
+                "run": str(path),
+                "dataset": dataset,
+                "questions": doc["settings"]["questions"],
+                "generator": source.get("model") or source.get("reranker"),
+                "predictions": source.get("predictions"),
+                "validation": {k: v for k, v in best.items() if k != "threshold"},
+                "meeting": [p["threshold"] for p in ok],
+                "command": "python " + " ".join(sys.argv),
+                "chosen_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+        }
+        calibration = Calibration(shipped.models, best["threshold"], provenance)
+        CALIBRATION.write_text(json.dumps(calibration.to_json(), indent=1) + "\n")
+        print(f"wrote {CALIBRATION} (threshold {best['threshold']}; the support models unchanged)")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--predictions", type=Path)
@@ -131,7 +217,15 @@ def main() -> int:
     ap.add_argument("--features", default=",".join(FEATURES))
     ap.add_argument("--label", choices=("correct", "supported"), default="correct")
     ap.add_argument("--write", action="store_true", help=f"write {CALIBRATION.name} into the package")
+    ap.add_argument(
+        "--from-sweep",
+        type=Path,
+        help="choose only the threshold, for the shipped support models, from the metrics.json of "
+        "`pgmr experiment refusal --split validation` (every draft of the shipped generator, as ask resolves them)",
+    )
     args = ap.parse_args()
+    if args.from_sweep is not None:
+        return main_from_sweep(args.from_sweep, args.write)
     args.out.mkdir(parents=True, exist_ok=True)
     rows_path = args.out / "placeholders.jsonl"
     if args.rows:
@@ -173,49 +267,14 @@ def main() -> int:
             "auc": auc([model.probability(p["features"]) for p in mine], labels),
         }
     curve = [{"threshold": t, **evaluate(rows, models, t)} for t in THRESHOLDS]
-    ok = [p for p in curve if meets(p)]
-    # Among thresholds meeting every target, the one with the most recall on the weaker set.
-    best = (
-        max(
-            ok,
-            key=lambda p: (
-                min(p[v]["recall"] for v in ("entity-removed", "relation-removed")),
-                -p["threshold"],
-            ),
-        )
-        if ok
-        else None
-    )
-    if best is None:
-        # No threshold meets every target: keep the two that protect people asking answerable questions
-        # (answerable refused <= 10% on both sets, Query EM cost <= 3 points) and refuse as much as they allow.
-        safe = [
-            p
-            for p in curve
-            if p["full"]["loss"] <= MAX_EM_LOSS
-            and all(p[v]["answerable_refused"] <= 0.1 for v in ("entity-removed", "relation-removed"))
-        ]
-        best = max(
-            safe,
-            key=lambda p: (
-                min(p[v]["recall"] for v in ("entity-removed", "relation-removed")),
-                -p["threshold"],
-            ),
-        )
-        best = {**best, "fallback": True}
+    ok, best = choose(curve)
     report.update({"curve": curve, "meeting": [p["threshold"] for p in ok], "chosen": best})
     (args.out / "fit.json").write_text(json.dumps(report, indent=1))
     for kind, sep in report["separability"].items():
         aucs = ", ".join(f"{n} {v:.3f}" for n, v in sep["auc"].items() if v is not None)
         print(f"{kind}: {sep['placeholders']} placeholders, {sep['correct']} correct; AUC {aucs}")
         print(f"  fitted model AUC {report['models'][kind]['auc']:.3f}")
-    for p in curve[::5]:
-        e, r, f = p["entity-removed"], p["relation-removed"], p["full"]
-        print(
-            f"t={p['threshold']:.2f} ent P/R/lost {e['precision'] or math.nan:.3f}/{e['recall']:.3f}/"
-            f"{e['answerable_refused']:.3f} rel {r['precision'] or math.nan:.3f}/{r['recall']:.3f}/"
-            f"{r['answerable_refused']:.3f} EM off/on {f['query_em_off']:.3f}/{f['query_em_on']:.3f}"
-        )
+    print_curve(curve)
     print("meeting:", report["meeting"], "chosen:", json.dumps(best))
     if args.write and best is not None:
         calibration = Calibration(

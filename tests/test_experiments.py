@@ -545,6 +545,63 @@ def test_refusal_sweep_refuses_questions_whose_entities_or_relations_left_the_me
     assert (out / "refusal.png").read_bytes().startswith(PNG)
 
 
+def test_refusal_with_drafts_refuses_a_question_only_when_no_draft_is_supported(
+    data_dir: Path, memory_dir: Path, models: dict[str, Path], tmp_path: Path
+) -> None:
+    """Each question has two drafts: the gold query (well supported) and one with a made-up entity label, which
+    the reranker prefers. Without refusal the made-up draft is returned; at a threshold it is refused and the
+    gold draft answers, so the question is not refused: as `pgmr ask` does with an ensemble. The sweep predicts
+    every refusal and every final query of the real resolution at the threshold."""
+    import re
+
+    from pgmr.generators.ensemble import RERANKER_FILE
+    from pgmr.pipeline.rerank import FEATURES, Reranker
+
+    oracle = list(read_jsonl(_oracle(data_dir, tmp_path / "oracle.jsonl", 30)))
+    rows = []
+    for row in oracle:
+        garbled = re.sub(r"\[ENT\] .*? \[/ENT\]", "[ENT] Qwyrtz Blorfnax [/ENT]", row["prediction"], count=1)
+        drafts = [{"source": "gold", "text": row["prediction"]}, {"source": "made-up", "text": garbled}]
+        rows.append({**row, "drafts": drafts})
+    predictions = tmp_path / "drafts.jsonl"
+    write_jsonl(predictions, rows)
+    ensemble = tmp_path / "ensemble"
+    ensemble.mkdir()
+    members = [{"name": n, "path": str(models["pgmr"])} for n in ("gold", "made-up")]
+    card = {"backend": "ensemble", "mode": "pgmr", "members": members}
+    (ensemble / "model_card.json").write_text(json.dumps(card), encoding="utf-8")
+    zero = {"bias": 0.0, **dict.fromkeys(FEATURES, 0.0)}
+    reranker = Reranker({"gold": zero, "made-up": {**zero, "bias": 10.0}})
+    (ensemble / RERANKER_FILE).write_text(json.dumps(reranker.to_json()), encoding="utf-8")
+
+    out = tmp_path / "refusal"
+    args = ["refusal", "--out", str(out), "--memory", str(memory_dir), "--limit", "30", "--threshold", "0.5"]
+    result = _invoke(data_dir, *args, "--predictions", str(predictions), "--models", f"pgmr={ensemble}")
+    assert result.exit_code == 0, result.output
+    doc = _metrics(out)
+    full = doc["answerable"]
+    assert full["drafts_per_question"] == 2
+    # Without refusal the preferred made-up draft is returned: mostly wrong (grounding snaps some made-up
+    # labels back to a span of the question). At 0.5 the gold draft is returned and hardly any question is
+    # refused.
+    assert full["query_em_off"] < 0.5 and full["query_em_on"] >= 0.8 and full["refused"] < 0.1
+    chosen = doc["variants"]["entity-removed"]["chosen"]
+    assert chosen["sweep_agrees"] is True
+    answered = [
+        r for r in read_jsonl(out / "threshold-0.5" / "predictions.jsonl") if r["status"] == "resolved"
+    ]
+    by_source = [{d["source"]: d for d in r["drafts"]} for r in answered]
+    # The preferred draft loses only where it did not resolve at the threshold; then the gold draft answers.
+    assert all(d["made-up"]["chosen"] or d["made-up"]["status"] != "resolved" for d in by_source)
+    assert sum(d["gold"]["chosen"] for d in by_source) >= len(by_source) / 2
+    written = [[(d["source"], d["text"]) for d in r["drafts"]] for r in read_jsonl(out / "generated.jsonl")]
+    assert written == [[(d["source"], d["text"]) for d in r["drafts"]] for r in rows]
+
+    # Drafts of several members cannot be chosen among without the ensemble's reranker.
+    result = _invoke(data_dir, *args, "--predictions", str(predictions), "--models", f"pgmr={models['pgmr']}")
+    assert result.exit_code != 0 and RERANKER_FILE in result.output
+
+
 def test_results_doc_publishes_runs_and_gathers_tables(original_run: Path, tmp_path: Path) -> None:
     target = tmp_path / "docs" / "results.md"
     published = tmp_path / "docs" / "results"

@@ -372,7 +372,7 @@ def test_experiments_that_reuse_outputs_get_the_chosen_draft(tmp_path: Path, par
     """The refusal and distractor experiments generate once and resolve against other memories: an ensemble's
     choice is made once, with the full memory."""
     from pgmr.datasets import QARecord
-    from pgmr.experiments.predict import pgmr_outputs
+    from pgmr.experiments.outputs import pgmr_outputs
 
     directory = _ensemble_dir(tmp_path, parts)
     ws = _workspace(tmp_path, parts, directory)

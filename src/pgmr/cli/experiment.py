@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -225,6 +226,11 @@ def distractors(
     )
 
 
+class Split(StrEnum):
+    test = "test"
+    validation = "validation"
+
+
 @app.command("refusal")
 def refusal(
     ctx: typer.Context,
@@ -248,11 +254,19 @@ def refusal(
     ),
     seed: int = SEED_OPTION,
     predictions: Path | None = PREDICTIONS_OPTION,
+    split: Split = typer.Option(
+        Split.test,
+        "--split",
+        help="LC-QuAD 2.0 split: test (what is reported) or validation (where scripts/fit_refusal.py "
+        "chooses the shipped threshold from this run's metrics.json)",
+    ),
 ) -> None:
     """Refusal-threshold sweep and risk-coverage over answerable and unanswerable questions (gold entities, or
     gold relations, removed from the memory)."""
     from pgmr.experiments import refusal as experiment
 
+    if out_dir is None and split is Split.validation:  # kept apart from the test runs that results-doc publishes
+        out_dir = Path("artifacts") / "refusal-calibration" / "validation"
     ws = workspace(
         ctx,
         experiment.NAME,
@@ -269,7 +283,11 @@ def refusal(
         relation_threshold=relation_threshold,
         threshold=threshold,
     )
-    execute(experiment.NAME, ws, lambda: experiment.run(ws, seed=seed, predictions=predictions))
+    execute(
+        experiment.NAME,
+        ws,
+        lambda: experiment.run(ws, seed=seed, predictions=predictions, dataset=f"lcquad2-{split.value}"),
+    )
 
 
 @app.command("results-doc")

@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pgmr.datasets import QARecord
-from pgmr.experiments.documents import write_rows
 from pgmr.experiments.reporting import QUIET, Reporter
-from pgmr.experiments.settings import ExperimentError
-from pgmr.experiments.systems import decoding_info, load_generator, system_spec
+from pgmr.experiments.systems import decoding_info
 from pgmr.generators.base import PGMR_MODES, RAG_MODES, Generator
 from pgmr.generators.ensemble import Draft, generate_drafts
-from pgmr.jsonl import read_jsonl
 from pgmr.kg.ids import id_kind
 from pgmr.pipeline import AskResult, StageConfig
 from pgmr.pipeline.rerank import Reranker, prepare_drafts, reranker_of
@@ -244,77 +240,10 @@ def min_entity_similarity(result: Resolution | Refusal | IntermediateQueryError)
     return min(sims, default=1.0)
 
 
-# -- outputs of the pgmr model, generated once -----------------------------------------------------------------
-
-
-def load_predictions(path: Path, records: Sequence[QARecord]) -> list[str]:
-    """Raw outputs for `records` from a JSONL of {id, prediction} (e.g. an experiment's generated.jsonl or
-    `pgmr generate` output). Raises ExperimentError when the file lacks one of the records."""
-    from pgmr.jsonl import JsonlError
-
-    try:
-        by_id = {str(row.get("id")): row.get("prediction") for row in read_jsonl(path)}
-    except (OSError, JsonlError) as exc:
-        raise ExperimentError(f"cannot read predictions {path}: {exc}") from None
-    missing = [r.id for r in records if not isinstance(by_id.get(r.id), str)]
-    if missing:
-        raise ExperimentError(
-            f"{path} has no 'prediction' for {len(missing)} of the {len(records)} questions "
-            f"(e.g. {', '.join(missing[:3])})"
-        )
-    return [by_id[r.id] for r in records]  # type: ignore[misc]
-
-
 def gold_entities(records: Sequence[QARecord]) -> set[str]:
     from pgmr.evaluation.metrics import query_ids
 
     return {wid for r in records for wid in query_ids(r.sparql) if id_kind(wid) == "entity"}
-
-
-def pgmr_outputs(
-    ws: Workspace, records: Sequence[Any], predictions: Path | None
-) -> tuple[list[str], dict[str, Any]]:
-    """The pgmr model's raw outputs for `records`: read from `predictions`, else generated (once) with the
-    pgmr model; written to <out>/generated.jsonl either way, for reuse with --predictions."""
-    if predictions is not None:
-        outputs = load_predictions(predictions, records)
-        source: dict[str, Any] = {"predictions": str(predictions)}
-    else:
-        spec = system_spec("pgmr", ws.settings.models.get("pgmr"))
-        if spec.missing:
-            raise ExperimentError(
-                f"no pgmr model at {spec.requested}; make it with `{spec.how_to_make}`, or pass --models "
-                "pgmr=DIR or --predictions FILE"
-            )
-        started = time.monotonic()
-        generator = load_generator(spec, ws.settings)
-        questions = [r.question for r in records]
-        drafts = generate_draft_lists(
-            generator,
-            questions,
-            batch_size=ws.settings.batch_size,
-            label="generating (pgmr)",
-            reporter=ws.reporter,
-        )
-        # An ensemble's choice is made once, with the full memory and the shipped stages: the experiments that
-        # reuse these outputs (other memories, refusal) study resolution, not generation.
-        outputs = [d[0].text for d in drafts]
-        if any(len(d) > 1 for d in drafts):
-            chosen = answer_drafts(ws.resolver(), ws.stages(), questions, drafts, reranker_of(generator))
-            outputs = chosen_texts(chosen, drafts)
-        source = {
-            **spec.describe(),
-            "generation_seconds": round(time.monotonic() - started, 1),
-            **decoding_info(generator),
-        }
-    write_rows(
-        ws.out_dir / "generated.jsonl",
-        [
-            {"id": r.id, "question": r.question, "prediction": o}
-            for r, o in zip(records, outputs, strict=True)
-        ],
-    )
-    return outputs, source
 
 
 def predict(
@@ -378,11 +307,9 @@ __all__ = [
     "base_rows",
     "generate_draft_lists",
     "gold_entities",
-    "load_predictions",
     "min_entity_similarity",
     "parse_outputs",
     "parses",
-    "pgmr_outputs",
     "predict",
     "prediction_rows",
     "rag_contexts",

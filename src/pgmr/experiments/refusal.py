@@ -2,21 +2,24 @@
 threshold over the pgmr model's outputs for answerable and unanswerable questions, and the risk-coverage curve.
 
 The refusal threshold gates each placeholder's confidence: the estimated probability that the memory holds what
-the placeholder names (its best candidate is right, or the ID it names is in the memory) (pgmr.resolver.support, a small model fitted on LC-QuAD 2.0 validation by scripts/fit_refusal.py,
-which also chose the shipped threshold; test only reports). A question is refused when any placeholder's
+the placeholder names (its best candidate is right) (pgmr.resolver.support, a small model fitted on LC-QuAD 2.0
+validation by scripts/fit_refusal.py, which also chose the shipped threshold from this experiment run on
+validation; test only reports). A question is refused when any placeholder's
 confidence is below the threshold.
 
 Unanswerable questions are made two ways (pgmr.experiments.unanswerable): gold entities removed from the memory
 (the questions that mention an entity are shuffled and halved; the first half's gold entities go) and gold
-relations removed (half the distinct gold relations go). The model's outputs are generated once and resolved
-once per memory without refusal: a threshold only decides whether the resolved query is returned, so the
-sweep needs no further resolution. At the chosen threshold the entity-removed outputs are also resolved for
-real, and that resolution's refusals must be the ones the sweep predicts (recorded as `sweep_agrees`).
+relations removed (half the distinct gold relations go). The model's drafts (one per question, or each member's
+of an ensemble) are generated once and each is resolved once per memory without refusal: a threshold only
+decides which drafts resolve, and the pipeline returns the reranker's best of those (a question is refused when
+none does), so the sweep needs no further resolution. At the chosen threshold the entity-removed drafts are
+also resolved for real, and every refusal and every final query must be the one the sweep predicts
+(`sweep_agrees`).
 
 Refusal precision: refused questions that are unanswerable / refused; recall: refused unanswerable /
 unanswerable; coverage: questions answered (resolved, not refused; unparsable outputs never are) / all;
 accuracy: Query EM (and URI EM) of the answered ones. The risk-coverage curve orders the questions by their
-weakest placeholder's confidence and gives the Query EM of the answered ones at each coverage; its area is the
+best draft's weakest placeholder's confidence and gives the Query EM of the answered ones at each coverage; its area is the
 mean of that over the coverage steps (times the largest coverage). On the full memory (every question
 answerable) the cost of refusal is the Query EM lost against refusal off.
 """
@@ -25,24 +28,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgmr.experiments.common import (
     ExperimentError,
     Workspace,
-    answer_outputs,
     md_table,
     metrics_document,
     pct,
-    pgmr_outputs,
+    pgmr_drafts,
     prediction_rows,
     report_header,
     score,
-    verdicts,
     write_experiment,
     write_system,
 )
+from pgmr.experiments.predict import answer_drafts, chosen_texts
+from pgmr.generators.ensemble import Draft
 from pgmr.pipeline import AskResult
+from pgmr.pipeline.rerank import Reranker
+
+if TYPE_CHECKING:
+    from pgmr.experiments.unanswerable import DraftOutcome
 
 NAME = "refusal"
 TITLE = "Refusal: confidence-threshold sweep over answerable and unanswerable questions"
@@ -51,43 +58,6 @@ THRESHOLDS: tuple[float, ...] = tuple(round(0.01 * i, 2) for i in range(101))
 # The operating point asked of a threshold: most refusals right, most unanswerable questions refused, few
 # answerable ones lost.
 TARGET = {"refusal_precision": 0.9, "refusal_recall": 0.8, "answerable_refused": 0.1}
-
-
-def sweep(
-    similarities: Sequence[float | None],
-    answerable: Sequence[bool],
-    query_em: Sequence[bool],
-    uri_em: Sequence[bool],
-    thresholds: Sequence[float] = THRESHOLDS,
-) -> list[dict[str, Any]]:
-    """One point per threshold. `similarities[i]` is None for an output that does not parse (never
-    answered, never a refusal)."""
-    n = len(similarities)
-    n_unanswerable = sum(not a for a in answerable)
-    n_answerable = n - n_unanswerable
-    curve = []
-    for t in thresholds:
-        refused = [s is not None and s < t for s in similarities]
-        answered = [i for i, s in enumerate(similarities) if s is not None and s >= t]
-        hits = sum(r and not a for r, a in zip(refused, answerable, strict=True))
-        n_refused = sum(refused)
-        curve.append(
-            {
-                "threshold": t,
-                "refused": n_refused,
-                "refusal_precision": hits / n_refused if n_refused else None,
-                "refusal_recall": hits / n_unanswerable if n_unanswerable else None,
-                "answerable_refused": (
-                    sum(r and a for r, a in zip(refused, answerable, strict=True)) / n_answerable
-                    if n_answerable
-                    else None
-                ),
-                "coverage": len(answered) / n if n else 0.0,
-                "answered_accuracy": sum(query_em[i] for i in answered) / len(answered) if answered else None,
-                "answered_uri_em": sum(uri_em[i] for i in answered) / len(answered) if answered else None,
-            }
-        )
-    return curve
 
 
 def meets_target(point: Mapping[str, Any]) -> bool:
@@ -105,30 +75,38 @@ def _answer(
     ws: Workspace,
     memory: Any,
     records: Sequence[Any],
-    outputs: Sequence[str],
+    drafts: Sequence[Sequence[Draft]],
+    reranker: Reranker | None,
     min_confidence: float,
     label: str,
 ) -> list[AskResult]:
-    """The outputs through the stages against `memory`, refusing below `min_confidence` only (no entity
-    similarity gate: the sweep is about the refusal threshold)."""
+    """The drafts through the stages against `memory`, chosen among as `pgmr ask` chooses, refusing below
+    `min_confidence` only (no entity similarity gate: the sweep is about the refusal threshold)."""
     # Grounded against this memory: removed IDs' labels must not steer the grounding either.
-    return answer_outputs(
+    return answer_drafts(
         ws.resolver(memory, entity_threshold=0.0, min_confidence=min_confidence),
         ws.stages(entity_threshold=0.0, min_confidence=min_confidence),
         [r.question for r in records],
-        outputs,
+        drafts,
+        reranker,
         label=label,
         reporter=ws.reporter,
     )
 
 
 def _open_pass(
-    ws: Workspace, memory: Any, records: Sequence[Any], outputs: Sequence[str], label: str
-) -> tuple[list[AskResult], list[dict[str, Any]], Any]:
-    """The outputs' results without refusal, scored rows and the evaluation, against `memory`."""
-    results = _answer(ws, memory, records, outputs, 0.0, f"resolving ({label}, no refusal)")
-    rows = prediction_rows(records, outputs, results)
-    return results, rows, score(rows, records, catalog=None, label=f"scoring ({label})", reporter=ws.reporter)
+    ws: Workspace,
+    memory: Any,
+    records: Sequence[Any],
+    drafts: Sequence[Sequence[Draft]],
+    reranker: Reranker | None,
+    label: str,
+) -> list[tuple[DraftOutcome, ...]]:
+    """Every draft of every question resolved against `memory` without refusal, judged against gold."""
+    from pgmr.experiments.unanswerable import draft_outcomes
+
+    results = _answer(ws, memory, records, drafts, reranker, 0.0, f"resolving ({label}, no refusal)")
+    return draft_outcomes(results, records)
 
 
 def run(
@@ -138,28 +116,39 @@ def run(
     seed: int = 0,
     predictions: Path | None = None,
     thresholds: Sequence[float] = THRESHOLDS,
+    dataset: str = DATASET,
 ) -> dict[str, Any]:
-    from pgmr.experiments.unanswerable import VARIANTS, build_set, min_confidence, risk_coverage, thin
+    """The sweep on `dataset` (test by default; validation is where scripts/fit_refusal.py chooses the shipped
+    threshold from this experiment's metrics)."""
+    from pgmr.experiments.unanswerable import (
+        VARIANTS,
+        build_set,
+        question_confidence,
+        risk_coverage,
+        sweep,
+        thin,
+    )
 
     threshold = ws.settings.min_confidence if threshold is None else threshold
-    records = ws.load_test(DATASET)
+    records = ws.load_test(dataset)
     if len(records) < 2:
         raise ExperimentError("the refusal sweep needs at least two questions")
-    outputs, source = pgmr_outputs(ws, records, predictions)
-    by_id = {r.id: o for r, o in zip(records, outputs, strict=True)}
-    grid = sorted({*thresholds, threshold})
+    drafts, reranker, source = pgmr_drafts(ws, records, predictions)
+    by_id = {r.id: d for r, d in zip(records, drafts, strict=True)}
+    grid = sorted({0.0, *thresholds, threshold})
 
     # Every question answerable (the full memory): what refusal costs.
-    resolved, _, evaluation = _open_pass(ws, ws.memory, records, outputs, "full memory")
-    em = [r.query_em for r in evaluation.records]
-    conf = [min_confidence(r) for r in verdicts(resolved)]
-    kept = [c is not None and c >= threshold for c in conf]
-    rc, area = risk_coverage(conf, em)
+    questions = _open_pass(ws, ws.memory, records, drafts, reranker, "full memory")
+    full_curve = sweep(questions, [True] * len(questions), grid)
+    at = {p["threshold"]: p for p in full_curve}
+    rc, area = risk_coverage(questions)
     answerable_doc = {
         "questions": len(records),
-        "query_em_off": sum(em) / len(em),
-        "query_em_on": sum(e and k for e, k in zip(em, kept, strict=True)) / len(em),
-        "refused": sum(c is not None and c < threshold for c in conf) / len(em),
+        "drafts_per_question": max(len(d) for d in drafts),
+        "query_em_off": at[0.0]["query_em"],
+        "query_em_on": at[threshold]["query_em"],
+        "refused": at[threshold]["refused"] / len(records),
+        "curve": [{k: p[k] for k in ("threshold", "query_em", "refused", "coverage")} for p in full_curve],
         "risk_coverage": thin(rc),
         "area": area,
     }
@@ -171,20 +160,19 @@ def run(
             subset = build_set(variant, records, ws.memory, seed)
         except ValueError as exc:
             raise ExperimentError(str(exc)) from None
-        sub_outputs = [by_id[r.id] for r in subset.records]
-        resolved, _, evaluation = _open_pass(ws, subset.memory, subset.records, sub_outputs, variant)
-        query_em = [r.query_em for r in evaluation.records]
-        uri_em = [r.uri_em for r in evaluation.records]
-        conf = [min_confidence(r) for r in verdicts(resolved)]
-        curve = sweep(conf, subset.answerable, query_em, uri_em, grid)
+        sub_drafts = [by_id[r.id] for r in subset.records]
+        questions = _open_pass(ws, subset.memory, subset.records, sub_drafts, reranker, variant)
+        curve = sweep(questions, subset.answerable, grid)
         meeting = [p for p in curve if meets_target(p)]
-        rc, area = risk_coverage(conf, query_em)
+        rc, area = risk_coverage(questions)
         point = dict(next(p for p in curve if p["threshold"] == threshold))
         if variant == VARIANTS[0]:
-            point.update(_for_real(ws, subset, sub_outputs, threshold))
-            point["sweep_agrees"] = point["refused_by_resolver"] == point["refused"]
+            point.update(_for_real(ws, subset, sub_drafts, reranker, threshold, questions, dataset))
         variants[variant] = {
-            "sample": {**subset.summary(), "unparsable_outputs": sum(c is None for c in conf)},
+            "sample": {
+                **subset.summary(),
+                "unparsable_outputs": sum(question_confidence(q) is None for q in questions),
+            },
             "curve": curve,
             "chosen": point,
             "meets_target": meets_target(point),
@@ -196,7 +184,12 @@ def run(
         ws,
         NAME,
         TITLE,
-        settings={"dataset": DATASET, "questions": len(records), "seed": seed, "threshold": threshold},
+        settings={
+            "dataset": dataset,
+            "questions": len(records),
+            "seed": seed,
+            "threshold": threshold,
+        },
         source=source,
         calibration=_calibration_info(),
         threshold=threshold,
@@ -212,12 +205,23 @@ def run(
     return doc
 
 
-def _for_real(ws: Workspace, subset: Any, outputs: Sequence[str], threshold: float) -> dict[str, Any]:
-    """The chosen threshold resolved for real; its refusals must be the sweep's."""
+def _for_real(
+    ws: Workspace,
+    subset: Any,
+    drafts: Sequence[Sequence[Draft]],
+    reranker: Reranker | None,
+    threshold: float,
+    questions: Sequence[Sequence[DraftOutcome]],
+    dataset: str,
+) -> dict[str, Any]:
+    """The chosen threshold resolved for real: its refusals, and the final query of every answered question,
+    must be the sweep's."""
+    from pgmr.experiments.unanswerable import chosen_at, question_confidence
+
     results = _answer(
-        ws, subset.memory, subset.records, outputs, threshold, f"resolving (threshold {threshold:g})"
+        ws, subset.memory, subset.records, drafts, reranker, threshold, f"resolving (threshold {threshold:g})"
     )
-    rows = prediction_rows(subset.records, outputs, results)
+    rows = prediction_rows(subset.records, chosen_texts(results, drafts), results)
     for row, ok in zip(rows, subset.answerable, strict=True):
         row["answerable"] = ok
     evaluation = score(
@@ -232,10 +236,18 @@ def _for_real(ws: Workspace, subset: Any, outputs: Sequence[str], threshold: flo
         rows,
         evaluation,
         command=ws.settings.command,
-        inputs={"experiment": NAME, "min_confidence": threshold, "gold": DATASET},
+        inputs={"experiment": NAME, "min_confidence": threshold, "gold": dataset},
         title=f"{NAME}: threshold {threshold:g} (entity-removed)",
     )
-    return {"refused_by_resolver": sum(1 for row in rows if row["status"] == "refused")}
+    predicted = [chosen_at(q, threshold) for q in questions]
+    refused = [r.status == "refused" for r in results]
+    # The sweep predicts each question's fate from the open pass: refused where it says so (a parsed question
+    # with no draft at the threshold), else the final query of the draft it says is chosen.
+    agrees = all(
+        ref == (k is None and question_confidence(q) is not None) and (k is None or r.sparql == q[k].sparql)
+        for q, k, ref, r in zip(questions, predicted, refused, results, strict=True)
+    )
+    return {"refused_by_resolver": sum(refused), "sweep_agrees": agrees}
 
 
 def _calibration_info() -> dict[str, Any]:

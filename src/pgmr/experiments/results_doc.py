@@ -61,6 +61,13 @@ def publish(experiments_dir: Path, published_dir: Path) -> list[str]:
         and str(doc.get("started_at", "")) >= str((published.get(name) or {}).get("started_at", ""))
     }
     for name, doc in fresh.items():
+        dataset = str((doc.get("settings") or {}).get("dataset", ""))
+        if "validation" in dataset:
+            raise ResultsDocError(
+                f"{experiments_dir / name} is a run on {dataset}: validation runs choose settings, only test "
+                "runs are published; move it out of the experiments directory"
+            )
+    for name, doc in fresh.items():
         source, target = experiments_dir / name, published_dir / name
         files = [METRICS_FILE, REPORT_FILE, *(str(p) for p in doc.get("plots", []))]
         missing = [f for f in files if not (source / f).is_file()]

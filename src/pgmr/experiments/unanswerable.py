@@ -23,6 +23,7 @@ from pgmr.query import IntermediateQueryError
 
 if TYPE_CHECKING:
     from pgmr.memory import Memory
+    from pgmr.pipeline import AskResult
     from pgmr.resolver import Refusal, Resolution
 
 VARIANTS: tuple[str, ...] = ("entity-removed", "relation-removed")
@@ -119,28 +120,146 @@ def placeholder_rows(
     return rows
 
 
-def risk_coverage(
-    confidences: Sequence[float | None], correct: Sequence[bool]
-) -> tuple[list[dict[str, float]], float | None]:
-    """Questions answered most-confident first: Query EM of the answered ones against coverage (answered / all;
-    unparsable outputs are never answered), and the area under that curve (mean accuracy over the coverage
-    steps, times the largest coverage): 1 is a perfect ordering of perfect answers."""
-    n = len(confidences)
-    ranked = sorted(
-        (i for i, c in enumerate(confidences) if c is not None and c > -math.inf),
-        key=lambda i: (-float(confidences[i]), i),  # type: ignore[arg-type]
-    )
-    if not ranked:
-        return [], None
+@dataclass(frozen=True)
+class DraftOutcome:
+    """One draft of a question resolved without refusal: what the refusal threshold gates, how the reranker
+    ranks it, and what it is worth if returned."""
+
+    confidence: float | None  # its weakest placeholder's (min_confidence); None: it did not parse
+    score: float = 0.0  # the reranker's score (0 for a lone draft)
+    query_em: bool = False
+    uri_em: bool = False
+    sparql: str | None = None
+
+
+Question = Sequence[DraftOutcome]
+
+
+def draft_outcomes(
+    results: Sequence[AskResult], records: Sequence[QARecord]
+) -> list[tuple[DraftOutcome, ...]]:
+    """Every question's drafts as resolved without refusal (results of pgmr.experiments.predict.answer_drafts at
+    threshold 0), judged against the gold query as the scorer judges a final query."""
+    from pgmr.evaluation.metrics import query_ids, sparql_tokens
+
+    def outcome(record: QARecord, confidence: float | None, score: float, sparql: str | None) -> DraftOutcome:
+        return DraftOutcome(
+            confidence,
+            score,
+            sparql is not None and sparql_tokens(sparql) == sparql_tokens(record.sparql),
+            sparql is not None and query_ids(sparql) == query_ids(record.sparql),
+            sparql,
+        )
+
+    out: list[tuple[DraftOutcome, ...]] = []
+    for result, record in zip(results, records, strict=True):
+        if not result.drafts:
+            out.append((outcome(record, min_confidence(result.verdict), 0.0, result.sparql),))
+            continue
+        drafts = []
+        for d in result.drafts:
+            confidence: float | None
+            if d.status == "invalid":
+                confidence = None
+            elif d.status == "refused":  # without a threshold only a similarity gate refuses
+                confidence = -math.inf
+            else:
+                confidence = d.signals["min_confidence"] if d.signals.get("placeholders") else 1.0
+            drafts.append(outcome(record, confidence, d.score, d.sparql))
+        out.append(tuple(drafts))
+    return out
+
+
+def _eligible(o: DraftOutcome, threshold: float) -> bool:
+    return o.confidence is not None and o.confidence > -math.inf and o.confidence >= threshold
+
+
+def chosen_at(question: Question, threshold: float) -> int | None:
+    """The draft the pipeline returns at `threshold` (None: the question is refused or did not parse). A
+    draft whose weakest placeholder reaches the threshold resolves, and a resolved draft beats a refused one
+    whatever the scores; among those the reranker's best, the earlier on a tie (pgmr.pipeline.rerank). Exact for
+    two drafts; with more, a refused draft's agreement with the others is kept in their scores."""
+    eligible = [k for k, o in enumerate(question) if _eligible(o, threshold)]
+    return max(eligible, key=lambda k: (question[k].score, -k)) if eligible else None
+
+
+def question_confidence(question: Question) -> float | None:
+    """The threshold up to which the question is answered: its best-supported draft's weakest placeholder
+    (None when no draft parsed)."""
+    values = [o.confidence for o in question if o.confidence is not None]
+    return max(values) if values else None
+
+
+def sweep(
+    questions: Sequence[Question],
+    answerable: Sequence[bool],
+    thresholds: Sequence[float],
+) -> list[dict[str, Any]]:
+    """One point per threshold: refusal precision, recall, answerable refused, coverage and the Query EM and
+    URI EM of the answered questions (a question with no parsed draft is neither answered nor refused)."""
+    n = len(questions)
+    n_unanswerable = sum(not a for a in answerable)
+    n_answerable = n - n_unanswerable
+    parsed = [question_confidence(q) is not None for q in questions]
     curve = []
+    for t in thresholds:
+        chosen = [chosen_at(q, t) for q in questions]
+        refused = [p and c is None for p, c in zip(parsed, chosen, strict=True)]
+        answered = [(q[c]) for q, c in zip(questions, chosen, strict=True) if c is not None]
+        hits = sum(r and not a for r, a in zip(refused, answerable, strict=True))
+        n_refused = sum(refused)
+        curve.append(
+            {
+                "threshold": t,
+                "refused": n_refused,
+                "refusal_precision": hits / n_refused if n_refused else None,
+                "refusal_recall": hits / n_unanswerable if n_unanswerable else None,
+                "answerable_refused": (
+                    sum(r and a for r, a in zip(refused, answerable, strict=True)) / n_answerable
+                    if n_answerable
+                    else None
+                ),
+                "coverage": len(answered) / n if n else 0.0,
+                "answered_accuracy": sum(o.query_em for o in answered) / len(answered) if answered else None,
+                "answered_uri_em": sum(o.uri_em for o in answered) / len(answered) if answered else None,
+                "query_em": sum(o.query_em for o in answered) / n if n else 0.0,
+            }
+        )
+    return curve
+
+
+def risk_coverage(questions: Sequence[Question]) -> tuple[list[dict[str, float]], float | None]:
+    """The threshold lowered step by step: Query EM of the answered questions against coverage (answered /
+    all; a question without a parsed draft is never answered), one point per question as it is first answered
+    (most confident first), and the area under that curve (mean accuracy over the coverage steps, times the
+    largest coverage): 1 is a perfect ordering of perfect answers. As the threshold falls past another draft of
+    an answered question, that question's answer becomes the draft the pipeline would then choose."""
+    n = len(questions)
+    events = sorted(
+        (
+            (-float(c), i, c)
+            for i, q in enumerate(questions)
+            for c in {o.confidence for o in q if o.confidence is not None and o.confidence > -math.inf}
+        ),
+        key=lambda e: (e[0], e[1]),
+    )
+    if not events:
+        return [], None
+    current: dict[int, bool] = {}
     right = 0
     area = 0.0
-    for k, i in enumerate(ranked, 1):
-        right += bool(correct[i])
-        area += right / k
-        curve.append(
-            {"coverage": k / n, "accuracy": right / k, "confidence": float(confidences[i])}  # type: ignore[arg-type]
-        )
+    curve = []
+    for _, i, c in events:
+        k = chosen_at(questions[i], c)
+        em = bool(k is not None and questions[i][k].query_em)
+        if i in current:
+            right += em - current[i]
+            current[i] = em
+            continue
+        current[i] = em
+        right += em
+        area += right / len(current)
+        curve.append({"coverage": len(current) / n, "accuracy": right / len(current), "confidence": float(c)})
     return curve, area / n
 
 
@@ -154,11 +273,16 @@ def thin(curve: Sequence[dict[str, float]], points: int = 101) -> list[dict[str,
 
 __all__ = [
     "VARIANTS",
+    "DraftOutcome",
     "UnanswerableSet",
     "build_set",
+    "chosen_at",
+    "draft_outcomes",
     "gold_ids",
     "min_confidence",
     "placeholder_rows",
+    "question_confidence",
     "risk_coverage",
+    "sweep",
     "thin",
 ]

@@ -190,8 +190,8 @@ def choose(
     statuses = [status_of(i) for i in items]
     best = best_draft([_STATUS_RANK.get(s, 0) for s in statuses], scores)
     return best, tuple(
-        DraftScore(s, st, sc, k == best, f)
-        for k, (s, st, sc, f) in enumerate(zip(sources, statuses, scores, found, strict=True))
+        DraftScore(s, st, sc, k == best, f, _final_sparql(item))
+        for k, (s, st, sc, f, item) in enumerate(zip(sources, statuses, scores, found, items, strict=True))
     )
 
 

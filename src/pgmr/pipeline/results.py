@@ -122,6 +122,8 @@ class DraftScore:
     score: float
     chosen: bool
     signals: Mapping[str, float] = field(default_factory=dict, compare=False)
+    # The draft's final query when it resolved (what the question would get had this draft been chosen).
+    sparql: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -130,6 +132,7 @@ class DraftScore:
             "score": round(self.score, 6),
             "chosen": self.chosen,
             "signals": {k: round(v, 6) for k, v in self.signals.items()},
+            "sparql": self.sparql,
         }
 
 

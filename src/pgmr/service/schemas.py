@@ -123,6 +123,7 @@ class DraftOut(BaseModel):
     score: float
     chosen: bool
     signals: dict[str, float]
+    sparql: str | None = None  # this draft's final query, when it resolved
 
 
 class AskErrorOut(BaseModel):
