@@ -401,7 +401,15 @@ def test_qald10_scores_answers_on_the_store(
         assert overall["n"] == 4 and overall["answer_scored"] == 4
         assert overall["answer_f1"] is not None and 0.0 <= overall["answer_f1"] <= 1.0
     assert doc["systems"]["chat-pgmr"]["status"] == "not run"
-    assert "--server" in (out / "report.md").read_text()
+    assert doc["systems"]["pgmr-qald10-train"]["status"] == "not run"
+    assert "--server" in (out / "report.md").read_text() and "--finetuned" in (out / "report.md").read_text()
+    # A model fine-tuned on qald10-train gets its own row (the pgmr model stands in for it here).
+    result = _invoke(data_dir, *common, "--finetuned", str(models["pgmr"]))
+    assert result.exit_code == 0, result.output
+    again = _metrics(out)["systems"]
+    assert again["pgmr-qald10-train"]["status"] == "ok"
+    assert again["pgmr-qald10-train"]["overall"] == again["pgmr"]["overall"]
+    assert len(list(read_jsonl(out / "pgmr-qald10-train" / "predictions.jsonl"))) == 4
     result = _invoke(data_dir, *common, "--server", "http://127.0.0.1:9")
     assert result.exit_code == 2 and "--server-model" in result.output
 

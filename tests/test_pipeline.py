@@ -297,7 +297,7 @@ def test_refusal_names_the_placeholder_and_runs_nothing(pipeline: Pipeline) -> N
     assert result.sparql is None and result.probes == () and result.answers == ()
     assert [stage for stage, _ in result.timings] == ["wait", "generate", "parse", "resolve"]
     # With no threshold the same query is answered with a real (wrong) ID: refusing is the threshold's job.
-    lenient = _variant(pipeline, entity_threshold=0.0).ask(ATLANTIS)
+    lenient = _variant(pipeline, entity_threshold=0.0, min_confidence=0.0).ask(ATLANTIS)
     assert lenient.status in ("answered", "empty") and lenient.unsupported == ()
 
 

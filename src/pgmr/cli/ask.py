@@ -21,7 +21,7 @@ from pgmr.resolver.support import shipped_threshold
 MAX_QUESTION_CHARS = 1000
 
 MODEL_OPTION = typer.Option(
-    None, "--model", help="Trained generator directory (default: $PGMR_MODEL_DIR or models/pgmr-default)"
+    None, "--model", help="Trained generator directory (default: $PGMR_MODEL_DIR or models/pgmr-ensemble)"
 )
 MEMORY_OPTION = typer.Option(None, "--memory", "-m", help="Memory directory (default: ~/.cache/pgmr/memory)")
 STORE_OPTION = typer.Option(

@@ -1,6 +1,6 @@
 """`pgmr demo`: the main job on the embedded default data.
 
-The shipped default generator (models/pgmr-default) writes SPARQL-PGMR for LC-QuAD 2.0 test questions; entity
+The shipped default generator (models/pgmr-ensemble: two models, reranked) writes SPARQL-PGMR for LC-QuAD 2.0 test questions; entity
 labels are grounded in the question, resolved against the memory, and the final query is checked against the
 gold query (Query EM and SQM as `pgmr eval` defines them). Then a refusal for a placeholder the memory cannot
 support. `--oracle` replaces the generator by the gold query converted to SPARQL-PGMR (a perfect generator),
@@ -48,7 +48,7 @@ def demo(
     threshold: float = THRESHOLD_OPTION,
     refusal: bool = REFUSAL_OPTION,
     model_dir: Path | None = typer.Option(
-        None, "--model", help="Generator directory (default: the shipped models/pgmr-default)"
+        None, "--model", help="Generator directory (default: the shipped models/pgmr-ensemble)"
     ),
     oracle: bool = typer.Option(False, help="Use gold queries converted to SPARQL-PGMR instead of a model"),
 ) -> None:

@@ -133,6 +133,12 @@ def qald10(
     constrain: str = typer.Option("auto", help="Chat: grammar-constrained decoding: auto | gbnf | none"),
     api_key: str | None = typer.Option(None, envvar="PGMR_LLM_API_KEY", help="Chat: API key"),
     server_timeout: float = typer.Option(60.0, min=0.1, help="Chat: seconds per request"),
+    finetuned: Path | None = typer.Option(
+        None,
+        "--finetuned",
+        help="A pgmr model fine-tuned on qald10-train, for its own row (pgmr-qald10-train); without it that row "
+        "is kept from --keep-from's run",
+    ),
 ) -> None:
     """The LC-QuAD-trained models on QALD-10 test, with answer P/R/F1 from a store; plus a chat LLM."""
     from pgmr.experiments import qald10 as experiment
@@ -166,7 +172,11 @@ def qald10(
         refusal=refusal,
         keep_from=keep_from,
     )
-    execute(experiment.NAME, ws, lambda: experiment.run(ws, store=store, timeout=timeout, chat=chat))
+    execute(
+        experiment.NAME,
+        ws,
+        lambda: experiment.run(ws, store=store, timeout=timeout, chat=chat, finetuned=finetuned),
+    )
 
 
 @app.command("distractors")

@@ -45,7 +45,7 @@ MODELS_OPTION = typer.Option(
     None,
     "--models",
     help="Model directories, e.g. pgmr=DIR,direct=DIR,rag=DIR,rag-pgmr=DIR (default, relative to the working "
-    "directory: models/pgmr-default, runs/direct-minilm/model, runs/rag-minilm/model; rag-pgmr only when given)",
+    "directory: models/pgmr-ensemble, runs/direct-minilm/model, runs/rag-minilm/model; rag-pgmr only when given)",
 )
 MEMORY_OPTION = typer.Option(None, "--memory", "-m", help="Memory directory (default: ~/.cache/pgmr/memory)")
 BATCH_OPTION = typer.Option(16, min=1, help="Generation batch size")

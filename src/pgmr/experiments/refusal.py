@@ -254,10 +254,16 @@ def _calibration_info() -> dict[str, Any]:
     from pgmr.resolver.support import shipped_calibration
 
     calibration = shipped_calibration()
+    chosen_on = calibration.provenance.get("threshold_chosen_on") or {}
     return {
         "shipped_threshold": calibration.threshold,
         "fitted_on": calibration.provenance.get("fitted_on"),
         "fitted_at": calibration.provenance.get("fitted_at"),
+        "threshold_chosen_on": {
+            k: chosen_on.get(k) for k in ("dataset", "questions", "generator", "chosen_at")
+        }
+        if chosen_on
+        else None,
     }
 
 
@@ -348,12 +354,20 @@ def tables(doc: Mapping[str, Any]) -> str:
             summary,
         ),
         "",
-        f"Query EM on LC-QuAD 2.0 test with the full memory: {pct(answerable.get('query_em_off'))} with refusal "
+        f"Query EM on {doc.get('settings', {}).get('dataset', DATASET)} with the full memory: "
+        f"{pct(answerable.get('query_em_off'))} with refusal "
         f"off, {pct(answerable.get('query_em_on'))} at threshold {threshold:.2f} (cost "
         f"{pct(answerable.get('cost'))} points). Risk-coverage area: mean Query EM of the answered questions over "
         "the coverage steps, questions answered most-confident first (1 is perfect). Target: refusal precision "
         ">= 90%, recall >= 80%, answerable refused <= 10%. Percent.",
     ]
+    if (answerable.get("drafts_per_question") or 1) > 1:
+        lines += [
+            "",
+            f"Up to {answerable['drafts_per_question']} drafts per question (an ensemble's members), each resolved "
+            "against each memory: as in `pgmr ask`, a question is refused only when none of its drafts reaches "
+            "the threshold, and otherwise gets the reranker's best draft among those that do.",
+        ]
     for name, v in variants.items():
         shown = [
             p for p in v["curve"] if round(p["threshold"] * 100) % 10 == 0 or p["threshold"] == threshold
