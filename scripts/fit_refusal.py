@@ -1,14 +1,24 @@
 """Fit the refusal support model and choose the shipped threshold, on LC-QuAD 2.0 validation only.
 
+Choosing the threshold for the shipped generator (what ships since session 15; the default is an ensemble, so
+the choice must see every draft as `pgmr ask` resolves them):
+
+    pgmr experiment refusal --split validation --models pgmr=models/pgmr-ensemble \
+        --predictions artifacts/rerank/validation.drafts.jsonl
+    .venv/bin/python scripts/fit_refusal.py --from-sweep artifacts/refusal-calibration/validation/metrics.json --write
+
+Refitting the support model itself (one output per question, e.g. one member's):
+
     pgmr generate models/pgmr-default lcquad2-validation -o artifacts/refusal-calibration/validation.generated.jsonl
     .venv/bin/python scripts/fit_refusal.py --predictions artifacts/refusal-calibration/validation.generated.jsonl
 
 The outputs are resolved (no refusal) against the full memory and against the entity-removed and
 relation-removed memories (pgmr.experiments.unanswerable); every placeholder's signals and whether its best
 candidate is a gold ID are written to <out>/placeholders.jsonl (reused with --rows). A logistic model per kind
-is fitted on the placeholders of both unanswerable sets; the threshold is the one meeting the refusal targets
-on both sets with the least Query EM lost on the full memory. Writes src/pgmr/resolver/calibration.json and
-<out>/fit.json (every figure printed here).
+is fitted on the placeholders of both unanswerable sets. Either way the threshold is chosen by `choose`: the
+most recall on the weaker set among the thresholds meeting every target, else among those that keep
+answerable refused <= 10% and the Query EM cost <= 3 points. Writes src/pgmr/resolver/calibration.json (with
+--write) and <out>/fit.json.
 """
 
 from __future__ import annotations

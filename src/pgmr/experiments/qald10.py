@@ -38,11 +38,7 @@ DATASET = "qald10-test"
 CHAT = "chat-pgmr"
 # The pgmr model fine-tuned on QALD-10's own training questions (the paper evaluates models trained per dataset).
 FINETUNED = "pgmr-qald10-train"
-FINETUNE_COMMAND = (
-    "pgmr train --mode pgmr -o runs/pgmr-qald10 --base models/pgmr-default --train qald10-train "
-    "--max-description-words 0 --batch-size 16 --lr 3e-4 --encoder-lr 3e-5 --warmup-steps 20 --max-steps 400 "
-    "--eval-steps 50 --max-eval-examples 100 --max-source-len 64 --max-target-len 160 --bf16"
-)
+FINETUNE_COMMAND = "scripts/finetune_qald10.sh"
 ANSWER_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("answer_precision", "answer P", "rate"),
     ("answer_recall", "answer R", "rate"),
