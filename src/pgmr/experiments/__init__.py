@@ -40,7 +40,7 @@ EXPERIMENTS: dict[str, ExperimentInfo] = {
         ExperimentInfo(
             "qald10",
             "pgmr.experiments.qald10",
-            "transfer to QALD-10 test, answers executed on a store (+ a chat LLM when given)",
+            "transfer to QALD-10 test, and pgmr fine-tuned on QALD-10 train, answers executed on a store (+ a chat LLM when given)",
         ),
         ExperimentInfo(
             "distractors",
@@ -50,7 +50,7 @@ EXPERIMENTS: dict[str, ExperimentInfo] = {
         ExperimentInfo(
             "refusal",
             "pgmr.experiments.refusal",
-            "entity-threshold sweep over answerable and unanswerable (entities removed) questions",
+            "refusal-threshold sweep over answerable and unanswerable (gold entities or relations removed) questions, every draft resolved as ask resolves it",
         ),
     )
 }
