@@ -114,6 +114,38 @@ def test_batched_resolution_equals_one_by_one(memory: Memory) -> None:
     assert batched[2].mapping_dict()["entity0"] == "Q312"  # type: ignore[union-attr]
 
 
+def test_a_batch_embeds_and_searches_each_distinct_text_once(memory: Memory) -> None:
+    """An ensemble's agreeing drafts, and the same relation across questions, cost one embedding each; the
+    result is what each query alone gets."""
+    texts = [
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\nentity0 = [ENT] Germany [/ENT]\nrelation0 = [REL] capital [/REL]",
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\nentity0 = [ENT] Germany [/ENT]\n"
+        "relation0 = [REL] capital [/REL] seat of government",
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\nentity0 = [ENT] France [/ENT]\nrelation0 = [REL] capital [/REL]",
+    ]
+    encoder = memory.encoder
+    seen: list[str] = []
+
+    class Counting:  # the real encoder, recording what it is asked to embed
+        def __getattr__(self, name: str) -> object:
+            return getattr(encoder, name)
+
+        def encode(self, items: list[str], **kwargs: object) -> object:
+            seen.extend(items)
+            return encoder.encode(items, **kwargs)
+
+    queries = [parse(t) for t in texts]
+    single = [Resolver(memory).resolve(q) for q in queries]
+    memory.encoder = Counting()  # type: ignore[assignment]
+    try:
+        batched = Resolver(memory).resolve_many(queries)
+    finally:
+        memory.encoder = encoder
+    assert sorted(seen) == sorted({"Germany", "France", "capital", "capital, seat of government"}), seen
+    assert [r.mapping_dict() for r in batched] == [r.mapping_dict() for r in single]  # type: ignore[union-attr]
+    assert batched[0].mapping_dict()["entity0"] == "Q183"  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -152,21 +152,24 @@ class Resolver:
         labels = [p.label for p in placeholders]
         texts = [placeholder_text(p) for p in placeholders]
         described = [i for i, p in enumerate(placeholders) if p.description]
-        vectors = self.memory.encoder.encode(
-            labels + [texts[i] for i in described], batch_size=self.config.batch_size
-        )
-        label_vectors, full_vectors = vectors[: len(labels)], vectors[len(labels) :]
-        label_hits = dictionary.search_vectors(label_vectors, k=self.config.search_k)
+        # A batch repeats itself (the same relation across questions, an ensemble's drafts agreeing): each
+        # distinct text is embedded and searched once.
+        unique_labels = list(dict.fromkeys(labels))
+        unique_texts = list(dict.fromkeys(texts[i] for i in described))
+        vectors = self.memory.encoder.encode(unique_labels + unique_texts, batch_size=self.config.batch_size)
+        label_at = {text: k for k, text in enumerate(unique_labels)}
+        text_at = {text: k for k, text in enumerate(unique_texts)}
+        unique_label_hits = dictionary.search_vectors(vectors[: len(unique_labels)], k=self.config.search_k)
+        label_vectors = [vectors[label_at[label]] for label in labels]
+        label_hits = [unique_label_hits[label_at[label]] for label in labels]
         full_hits: list[list[MemoryHit] | None] = [None] * len(placeholders)
         full_vector: list[np.ndarray | None] = [None] * len(placeholders)
         if described:
-            for i, hits, vector in zip(
-                described,
-                dictionary.search_vectors(full_vectors, k=self.config.search_k),
-                full_vectors,
-                strict=True,
-            ):
-                full_hits[i], full_vector[i] = hits, vector
+            full_vectors = vectors[len(unique_labels) :]
+            unique_full_hits = dictionary.search_vectors(full_vectors, k=self.config.search_k)
+            for i in described:
+                k = text_at[texts[i]]
+                full_hits[i], full_vector[i] = unique_full_hits[k], full_vectors[k]
         return [
             self._rank(
                 p,
