@@ -33,7 +33,10 @@ from pgmr.experiments.common import (
 )
 
 NAME = "qald10"
-TITLE = "QALD-10 test: the LC-QuAD-trained models (transfer) and pgmr fine-tuned on QALD-10 train, answers executed on a store"
+TITLE = (
+    "QALD-10 test: the LC-QuAD-trained models (transfer) and pgmr fine-tuned on QALD-10 train, answers executed "
+    "on a store"
+)
 DATASET = "qald10-test"
 CHAT = "chat-pgmr"
 # The pgmr model fine-tuned on QALD-10's own training questions (the paper evaluates models trained per dataset).

@@ -18,9 +18,10 @@ also resolved for real, and every refusal and every final query must be the one 
 
 Refusal precision: refused questions that are unanswerable / refused; recall: refused unanswerable /
 unanswerable; coverage: questions answered (resolved, not refused; unparsable outputs never are) / all;
-accuracy: Query EM (and URI EM) of the answered ones. The risk-coverage curve orders the questions by their
-best draft's weakest placeholder's confidence and gives the Query EM of the answered ones at each coverage; its area is the
-mean of that over the coverage steps (times the largest coverage). On the full memory (every question
+accuracy: Query EM (and URI EM) of the answered ones. The risk-coverage curve lowers the threshold step by step
+(questions in the order of their best draft's weakest placeholder's confidence) and gives the Query EM of the
+answered ones at each coverage; its area is the mean of that over the coverage steps (times the largest
+coverage). On the full memory (every question
 answerable) the cost of refusal is the Query EM lost against refusal off.
 """
 
