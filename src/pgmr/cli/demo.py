@@ -1,7 +1,7 @@
 """`pgmr demo`: the main job on the embedded default data.
 
-The shipped default generator (models/pgmr-ensemble: two models, reranked) writes SPARQL-PGMR for LC-QuAD 2.0 test questions; entity
-labels are grounded in the question, resolved against the memory, and the final query is checked against the
+The shipped default generator (models/pgmr-ensemble: two models, reranked) writes SPARQL-PGMR for LC-QuAD 2.0
+test questions; entity labels are grounded in the question, resolved against the memory, and the final query is checked against the
 gold query (Query EM and SQM as `pgmr eval` defines them). Then a refusal for a placeholder the memory cannot
 support. `--oracle` replaces the generator by the gold query converted to SPARQL-PGMR (a perfect generator),
 which isolates the memory and resolver.

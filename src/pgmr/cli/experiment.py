@@ -275,9 +275,8 @@ def refusal(
     gold relations, removed from the memory)."""
     from pgmr.experiments import refusal as experiment
 
-    if (
-        out_dir is None and split is Split.validation
-    ):  # kept apart from the test runs that results-doc publishes
+    if out_dir is None and split is Split.validation:
+        # Kept apart from the test runs that results-doc publishes.
         out_dir = Path("artifacts") / "refusal-calibration" / "validation"
     ws = workspace(
         ctx,

@@ -5,7 +5,6 @@ earlier run's JSONL or generated, and written to <out>/generated.jsonl for reuse
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,7 +15,7 @@ from pgmr.experiments.documents import write_rows
 from pgmr.experiments.predict import answer_drafts, chosen_texts, generate_draft_lists
 from pgmr.experiments.settings import ExperimentError
 from pgmr.experiments.systems import decoding_info, load_generator, system_spec
-from pgmr.generators.ensemble import RERANKER_FILE, Draft
+from pgmr.generators.ensemble import RERANKER_FILE, Draft, read_reranker
 from pgmr.jsonl import read_jsonl
 from pgmr.pipeline.rerank import Reranker, RerankerError, reranker_of
 
@@ -79,17 +78,19 @@ def load_drafts(path: Path, records: Sequence[QARecord]) -> list[tuple[Draft, ..
 
 def _reranker_at(model_dir: Path | None, sources: Sequence[str]) -> Reranker:
     """The reranker shipped beside an ensemble's card, for drafts read from a file."""
-    path = model_dir / RERANKER_FILE if model_dir is not None else None
-    if path is None or not path.is_file():
-        raise ExperimentError(
-            f"the predictions hold drafts of {sorted(set(sources))}, and choosing among them needs the "
-            f"ensemble's {RERANKER_FILE}: pass --models pgmr=ENSEMBLE_DIR (looked at {path})"
-        )
+    from pgmr.generators.seq2seq.card import ModelCardError
+
     try:
-        reranker = Reranker.from_json(json.loads(path.read_text(encoding="utf-8")))
+        data = read_reranker(model_dir) if model_dir is not None else None
+        if data is None:
+            raise ExperimentError(
+                f"the predictions hold drafts of {sorted(set(sources))}, and choosing among them needs the "
+                f"ensemble's {RERANKER_FILE}: pass --models pgmr=ENSEMBLE_DIR (looked in {model_dir})"
+            )
+        reranker = Reranker.from_json(data)
         reranker.check_sources(sorted(set(sources)))
-    except (OSError, json.JSONDecodeError, RerankerError) as exc:
-        raise ExperimentError(f"cannot use the reranker {path}: {exc}") from None
+    except (ModelCardError, RerankerError) as exc:
+        raise ExperimentError(f"cannot use the reranker in {model_dir}: {exc}") from None
     return reranker
 
 

@@ -142,19 +142,22 @@ def draft_outcomes(
     threshold 0), judged against the gold query as the scorer judges a final query."""
     from pgmr.evaluation.metrics import query_ids, sparql_tokens
 
-    def outcome(record: QARecord, confidence: float | None, score: float, sparql: str | None) -> DraftOutcome:
+    def outcome(
+        gold: tuple[Any, Any], confidence: float | None, score: float, sparql: str | None
+    ) -> DraftOutcome:
         return DraftOutcome(
             confidence,
             score,
-            sparql is not None and sparql_tokens(sparql) == sparql_tokens(record.sparql),
-            sparql is not None and query_ids(sparql) == query_ids(record.sparql),
+            sparql is not None and sparql_tokens(sparql) == gold[0],
+            sparql is not None and query_ids(sparql) == gold[1],
             sparql,
         )
 
     out: list[tuple[DraftOutcome, ...]] = []
     for result, record in zip(results, records, strict=True):
+        gold = (sparql_tokens(record.sparql), query_ids(record.sparql))
         if not result.drafts:
-            out.append((outcome(record, min_confidence(result.verdict), 0.0, result.sparql),))
+            out.append((outcome(gold, min_confidence(result.verdict), 0.0, result.sparql),))
             continue
         drafts = []
         for d in result.drafts:
@@ -165,7 +168,7 @@ def draft_outcomes(
                 confidence = -math.inf
             else:
                 confidence = d.signals["min_confidence"] if d.signals.get("placeholders") else 1.0
-            drafts.append(outcome(record, confidence, d.score, d.sparql))
+            drafts.append(outcome(gold, confidence, d.score, d.sparql))
         out.append(tuple(drafts))
     return out
 

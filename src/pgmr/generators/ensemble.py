@@ -85,17 +85,8 @@ class EnsembleGenerator:
             if read_model_card(member_dir).get("backend") == "ensemble":
                 raise ModelCardError(f"{directory}: member {entry['name']!r} is itself an ensemble")
             loaded.append((str(entry["name"]), load_member(member_dir, device, **decoding)))
-        reranker_path = directory / RERANKER_FILE
-        reranker: dict[str, Any] | None = None
-        if reranker_path.exists():  # without one the drafts can be written but not chosen among
-            try:
-                reranker = json.loads(reranker_path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as exc:
-                raise ModelCardError(f"cannot read the ensemble's reranker {reranker_path}: {exc}") from None
-            if not isinstance(reranker, dict):
-                raise ModelCardError(f"{reranker_path} is not a JSON object")
         try:
-            return cls(loaded, reranker, card)
+            return cls(loaded, read_reranker(directory), card)
         except ValueError as exc:
             raise ModelCardError(f"{directory}: {exc}") from None
 
@@ -126,6 +117,23 @@ def _scored(
     return [(t, {}) for t in member.generate(questions, contexts=contexts, batch_size=batch_size)]
 
 
+def read_reranker(directory: Path) -> dict[str, Any] | None:
+    """The reranker file beside an ensemble's card, as JSON (None when there is none: then the drafts can be
+    written but not chosen among). Raises ModelCardError for a file that cannot be read as a JSON object."""
+    from pgmr.generators.seq2seq.card import ModelCardError
+
+    path = Path(directory) / RERANKER_FILE
+    if not path.exists():
+        return None
+    try:
+        reranker = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelCardError(f"cannot read the ensemble's reranker {path}: {exc}") from None
+    if not isinstance(reranker, dict):
+        raise ModelCardError(f"{path} is not a JSON object")
+    return reranker
+
+
 def generate_drafts(
     generator: Generator,
     questions: Sequence[str],
@@ -140,4 +148,4 @@ def generate_drafts(
     return [(Draft("model", t),) for t in texts]
 
 
-__all__ = ["RERANKER_FILE", "Draft", "EnsembleGenerator", "generate_drafts"]
+__all__ = ["RERANKER_FILE", "Draft", "EnsembleGenerator", "generate_drafts", "read_reranker"]
