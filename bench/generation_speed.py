@@ -2,12 +2,14 @@
 alone (every draft written) and for what a user waits for (drafts written, resolved against the full memory
 and, for an ensemble, reranked: `Pipeline.ask_many` without a store).
 
-    python bench/generation_speed.py [--models models/pgmr-default,models/pgmr-ensemble] [--questions 256]
+    python bench/generation_speed.py [--models models/pgmr-default@fp32,models/pgmr-ensemble] [--questions 256]
                                      [--single 40] [--batch-sizes 8,32,64] [--threads N]
 
 Questions are the first N of LC-QuAD 2.0 test. The models take turns on every row (same questions, same
-process), so the ratios between them are what to read: the machine is noisy. Writes
-bench/results/generation_speed.json.
+process), so the ratios between them are what to read: the machine is noisy. A model may name its inference
+precision (pgmr.precision) after `@`: `models/pgmr-default@fp32` is the default of sessions 5-13 as it ran then
+(float32 model and query encoder); without one it runs as shipped (`auto`). The first model is the base of the
+ratios. Writes bench/results/generation_speed.json.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pgmr.generators.ensemble import generate_drafts
 from pgmr.generators.trained import load_trained
 from pgmr.memory import Memory
 from pgmr.pipeline import Pipeline
+from pgmr.precision import DEFAULT_PRECISION, check_precision, native_bf16
 
 
 def _single(run: Callable[[list[str]], Any], questions: Sequence[str]) -> dict[str, float]:
@@ -59,7 +62,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--models", default="models/pgmr-default,models/pgmr-ensemble")
+    parser.add_argument(
+        "--models", default="models/pgmr-default@fp32,models/pgmr-ensemble@fp32,models/pgmr-ensemble"
+    )
     parser.add_argument("--data-dir")
     parser.add_argument("--memory")
     parser.add_argument("--questions", type=int, default=256)
@@ -72,11 +77,15 @@ def main() -> None:
 
     records = load_named("lcquad2-test", resolve_data_dir(args.data_dir)).records[: args.questions]
     questions = [r.question for r in records]
-    memory = Memory.load(args.memory or default_memory_dir())
     models = [m for m in args.models.split(",") if m]
+    memories: dict[str, Memory] = {}  # one per precision: the query encoder runs in it too
     pipelines = {}
     for model in models:
-        pipeline = Pipeline(load_trained(model), memory)
+        path, _, precision = model.partition("@")
+        precision = check_precision(precision or DEFAULT_PRECISION)
+        if precision not in memories:
+            memories[precision] = Memory.load(args.memory or default_memory_dir(), precision=precision)
+        pipeline = Pipeline(load_trained(path, precision=precision), memories[precision])
         pipeline.ask_many(questions[:4])  # warm-up: first calls pay for allocation and the lexicons
         pipelines[model] = pipeline
 
@@ -88,7 +97,12 @@ def main() -> None:
         return lambda qs: pipelines[model].ask_many(qs, batch_size=size)
 
     sizes = [int(s) for s in args.batch_sizes.split(",")]
-    results: dict[str, Any] = {"threads": torch.get_num_threads(), "questions": len(questions), "models": {}}
+    results: dict[str, Any] = {
+        "threads": torch.get_num_threads(),
+        "questions": len(questions),
+        "native_bf16": native_bf16("cpu"),
+        "models": {},
+    }
     for model in models:
         results["models"][model] = {"generation": {}, "question_to_sparql": {}}
     for what, make in (("generation", generation), ("question_to_sparql", answering)):

@@ -371,7 +371,8 @@ def test_a_trained_model_is_a_base_to_go_on_from(tmp_path: Path) -> None:
     card = json.loads((result.model_dir / "model_card.json").read_text())
     assert card["model"] == {**card["model"], "base": str(tmp_path / "packed")}
     base_state = load_packed(tmp_path / "packed").state_dict()
-    continued = Seq2SeqGenerator.load(result.model_dir, max_new_tokens=6)
+    # float32: the weights themselves are compared (inference precision `auto` may be bfloat16).
+    continued = Seq2SeqGenerator.load(result.model_dir, max_new_tokens=6, precision="fp32")
     for name, tensor in continued.model.state_dict().items():
         assert torch.equal(tensor, base_state[name]), name
     questions = ["How many people live in Paris?", "Is France a human?"]
@@ -383,7 +384,7 @@ def test_a_trained_model_is_a_base_to_go_on_from(tmp_path: Path) -> None:
     moved = train_seq2seq(
         examples[:12], examples[12:], tmp_path / "moved", replace(still, learning_rate=1e-2)
     )
-    weights = Seq2SeqGenerator.load(moved.model_dir).model.state_dict()
+    weights = Seq2SeqGenerator.load(moved.model_dir, precision="fp32").model.state_dict()
     assert any(not torch.equal(weights[n], base_state[n]) for n in weights if n.startswith("decoder."))
 
 

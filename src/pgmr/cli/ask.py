@@ -13,7 +13,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from pgmr.cli.common import Settings, console, out, print_error
+from pgmr.cli.common import PRECISION_OPTION, Settings, console, out, print_error
 from pgmr.pipeline import AskResult, Pipeline, PipelineConfig, PipelineError, PlaceholderView
 from pgmr.resolver.grounding import LITERAL
 from pgmr.resolver.support import shipped_threshold
@@ -75,6 +75,7 @@ def build_config(
     timeout: float,
     verify_memory: bool,
     refusal: bool = True,
+    precision: str = "auto",
 ) -> PipelineConfig:
     """Settings from the command line, checked here; bad ones exit with code 2 and a message."""
     from pgmr.stores import default_kg_file
@@ -110,6 +111,7 @@ def build_config(
             max_probes=max_probes,
             timeout=timeout,
             verify_memory=verify_memory,
+            precision=precision,
         )
     except ValueError as exc:
         print_error(exc)
@@ -272,6 +274,7 @@ def ask(
     kg_check: bool = KG_CHECK_OPTION,
     max_probes: int = MAX_PROBES_OPTION,
     timeout: float = TIMEOUT_OPTION,
+    precision: str = PRECISION_OPTION,
     verify_memory: bool = typer.Option(
         False, "--verify-memory", help="Check the memory files' sha256 (slower)"
     ),
@@ -297,6 +300,7 @@ def ask(
         timeout=timeout,
         verify_memory=verify_memory,
         refusal=refusal,
+        precision=precision,
     )
     pipeline = load_pipeline(config)
     try:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import typer
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -24,6 +25,14 @@ from pgmr.config import resolve_data_dir
 T = TypeVar("T")
 console = Console(stderr=True)
 out = Console()
+
+# Every command that loads a model or encodes queries (ask, serve, generate, demo, the experiments).
+PRECISION_OPTION = typer.Option(
+    "auto",
+    "--precision",
+    help="Number format of the models and the query encoder: auto (bfloat16 where the hardware computes it "
+    "natively, else float32), fp32 or bf16",
+)
 
 
 @dataclass(frozen=True)

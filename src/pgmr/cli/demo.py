@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pgmr.cli.ask import REFUSAL_OPTION, THRESHOLD_OPTION
-from pgmr.cli.common import Settings, console, out, print_error, progress_callback
+from pgmr.cli.common import PRECISION_OPTION, Settings, console, out, print_error, progress_callback
 from pgmr.config import default_memory_dir
 from pgmr.conversion import ConversionSummary, convert_records
 from pgmr.datasets import load_named
@@ -51,14 +51,22 @@ def demo(
         None, "--model", help="Generator directory (default: the shipped models/pgmr-ensemble)"
     ),
     oracle: bool = typer.Option(False, help="Use gold queries converted to SPARQL-PGMR instead of a model"),
+    precision: str = PRECISION_OPTION,
 ) -> None:
     """Generate, ground, resolve and check sample LC-QuAD 2.0 test questions; show a refusal."""
+    from pgmr.precision import check_precision
+
+    try:
+        check_precision(precision)
+    except ValueError as exc:
+        print_error(exc)
+        raise typer.Exit(2) from None
     settings: Settings = ctx.obj
     data_dir = settings.data_dir
     catalog = LabelCatalog.from_data_dir(data_dir)
     path = memory_dir or default_memory_dir()
     try:
-        memory = Memory.load(path)
+        memory = Memory.load(path, precision=precision)
     except MemoryNotFoundError:
         console.print(f"no memory at {path}: building it (once; later runs load it)")
         counts = counts_from_dataset("lcquad2-train", data_dir)
@@ -79,7 +87,7 @@ def demo(
 
         try:
             path_used = model_dir or default_model_dir()
-            generator = load_trained(path_used)
+            generator = load_trained(path_used, precision=precision)
             reranker = reranker_of(generator)
         except (ModelNotFoundError, OSError, ValueError, RerankerError) as exc:
             print_error(exc)

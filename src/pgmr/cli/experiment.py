@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from pgmr.cli.common import console, out, print_error
+from pgmr.cli.common import PRECISION_OPTION, console, out, print_error
 from pgmr.cli.experiment_options import (
     BATCH_OPTION,
     BEAMS_OPTION,
@@ -64,6 +64,7 @@ def lcquad2_original(
     memory_dir: Path | None = MEMORY_OPTION,
     batch_size: int = BATCH_OPTION,
     device: str = DEVICE_OPTION,
+    precision: str = PRECISION_OPTION,
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
     copy_bias: float | None = COPY_BIAS_OPTION,
@@ -86,6 +87,7 @@ def lcquad2_original(
         memory_dir=memory_dir,
         batch_size=batch_size,
         device=device,
+        precision=precision,
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
         copy_bias=copy_bias,
@@ -111,6 +113,7 @@ def qald10(
     memory_dir: Path | None = MEMORY_OPTION,
     batch_size: int = BATCH_OPTION,
     device: str = DEVICE_OPTION,
+    precision: str = PRECISION_OPTION,
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
     copy_bias: float | None = COPY_BIAS_OPTION,
@@ -162,6 +165,7 @@ def qald10(
         memory_dir=memory_dir,
         batch_size=batch_size,
         device=device,
+        precision=precision,
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
         copy_bias=copy_bias,
@@ -188,6 +192,7 @@ def distractors(
     memory_dir: Path | None = MEMORY_OPTION,
     batch_size: int = BATCH_OPTION,
     device: str = DEVICE_OPTION,
+    precision: str = PRECISION_OPTION,
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
     copy_bias: float | None = COPY_BIAS_OPTION,
@@ -220,6 +225,7 @@ def distractors(
         memory_dir=memory_dir,
         batch_size=batch_size,
         device=device,
+        precision=precision,
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
         copy_bias=copy_bias,
@@ -250,6 +256,7 @@ def refusal(
     memory_dir: Path | None = MEMORY_OPTION,
     batch_size: int = BATCH_OPTION,
     device: str = DEVICE_OPTION,
+    precision: str = PRECISION_OPTION,
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
     copy_bias: float | None = COPY_BIAS_OPTION,
@@ -287,6 +294,7 @@ def refusal(
         memory_dir=memory_dir,
         batch_size=batch_size,
         device=device,
+        precision=precision,
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
         copy_bias=copy_bias,

@@ -135,6 +135,7 @@ def workspace(
     memory_dir: Path | None,
     batch_size: int = 16,
     device: str = "cpu",
+    precision: str = "auto",
     num_beams: int | None = None,
     max_new_tokens: int | None = None,
     copy_bias: float | None = None,
@@ -146,13 +147,15 @@ def workspace(
     keep_from: Path | None = None,
 ) -> Any:
     from pgmr.experiments.common import ExperimentError, ExperimentSettings, Workspace, parse_models
+    from pgmr.precision import check_precision
     from pgmr.resolver.support import shipped_threshold
 
     settings: Settings = ctx.obj
     try:
         data_dir = settings.data_dir
         parsed = parse_models(models)
-    except (FileNotFoundError, ExperimentError) as exc:
+        check_precision(precision)
+    except (FileNotFoundError, ExperimentError, ValueError) as exc:
         print_error(exc)
         raise typer.Exit(2) from None
     return Workspace(
@@ -164,6 +167,7 @@ def workspace(
             memory_dir=memory_dir,
             batch_size=batch_size,
             device=device,
+            precision=precision,
             num_beams=num_beams,
             max_new_tokens=max_new_tokens,
             copy_bias=copy_bias,

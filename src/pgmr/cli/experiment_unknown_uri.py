@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from pgmr.cli.common import print_error, word_limit
+from pgmr.cli.common import PRECISION_OPTION, print_error, word_limit
 from pgmr.cli.experiment_options import (
     BATCH_OPTION,
     BEAMS_OPTION,
@@ -36,6 +36,7 @@ def lcquad2_unknown_uri(
     memory_dir: Path | None = MEMORY_OPTION,
     batch_size: int = BATCH_OPTION,
     device: str = DEVICE_OPTION,
+    precision: str = PRECISION_OPTION,
     num_beams: int | None = BEAMS_OPTION,
     max_new_tokens: int | None = NEW_TOKENS_OPTION,
     copy_bias: float | None = COPY_BIAS_OPTION,
@@ -117,6 +118,7 @@ def lcquad2_unknown_uri(
         memory_dir=memory_dir,
         batch_size=batch_size,
         device=device,
+        precision=precision,
         num_beams=num_beams,
         max_new_tokens=max_new_tokens,
         copy_bias=copy_bias,

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from pgmr.cli.common import Settings, console, out, print_error, progress_bar
+from pgmr.cli.common import PRECISION_OPTION, Settings, console, out, print_error, progress_bar
 from pgmr.cli.memory import MEMORY_OPTION, open_memory
 from pgmr.datasets import DatasetError, load_dataset, load_named
 from pgmr.datasets.loaders import NAMED_DATASETS
@@ -75,6 +75,7 @@ def generate(
         None, min=0.0, max=100.0, help="pgmr models: the same inside relation labels (0 turns it off)"
     ),
     device: str = typer.Option("cpu", help="torch device: cpu, cuda, cuda:1, mps"),
+    precision: str = PRECISION_OPTION,
     resolve: bool = typer.Option(False, help="pgmr modes: resolve predictions against the memory"),
     grounding: float = typer.Option(
         GroundingConfig.min_similarity,
@@ -109,8 +110,14 @@ def generate(
     """Write one prediction per question; with --resolve, also the SPARQL (or refusal, or parse error)."""
     from pgmr.generators.base import GeneratorError, check_mode
     from pgmr.generators.seq2seq.card import ModelCardError, read_model_card
+    from pgmr.precision import check_precision
 
     settings: Settings = ctx.obj
+    try:
+        check_precision(precision)
+    except ValueError as exc:
+        print_error(exc)
+        raise typer.Exit(2) from None
     chat = model_dir.startswith(("http://", "https://"))
     if chat:
         try:
@@ -135,7 +142,7 @@ def generate(
     except (DatasetError, JsonlError, FileNotFoundError) as exc:
         print_error(exc)
         raise typer.Exit(2) from None
-    memory = open_memory(memory_dir) if resolve or mode in RAG_MODES else None
+    memory = open_memory(memory_dir, precision) if resolve or mode in RAG_MODES else None
     contexts: list[str] | None = None
     if mode in RAG_MODES:
         from pgmr.generators.rag import CandidateRetriever
@@ -183,6 +190,7 @@ def generate(
             max_new_tokens=max_new_tokens,
             copy_bias=copy_bias,
             relation_copy_bias=relation_copy_bias,
+            precision=precision,
         )
     reranker = None
     if resolve:  # an ensemble that cannot choose among its drafts fails before it generates

@@ -20,9 +20,9 @@ app = typer.Typer(help="Build, inspect and search the entity and relation memory
 MEMORY_OPTION = typer.Option(None, "--memory", "-m", help="Memory directory (default: ~/.cache/pgmr/memory)")
 
 
-def open_memory(path: Path | None) -> Memory:
+def open_memory(path: Path | None, precision: str = "auto") -> Memory:
     try:
-        return Memory.load(path or default_memory_dir())
+        return Memory.load(path or default_memory_dir(), precision=precision)
     except PgmrMemoryError as exc:
         print_error(exc)
         raise typer.Exit(2) from None

@@ -21,7 +21,7 @@ from pgmr.cli.ask import (
     build_config,
     load_pipeline,
 )
-from pgmr.cli.common import console, print_error
+from pgmr.cli.common import PRECISION_OPTION, console, print_error
 from pgmr.service.limits import DEFAULT_DEADLINE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_QUEUE, ServiceLimits
 
 
@@ -49,6 +49,7 @@ def serve(
     kg_check: bool = KG_CHECK_OPTION,
     max_probes: int = MAX_PROBES_OPTION,
     timeout: float = TIMEOUT_OPTION,
+    precision: str = PRECISION_OPTION,
     log_level: str = typer.Option("info", help="uvicorn log level: critical, error, warning, info, debug"),
     max_concurrency: int = typer.Option(
         DEFAULT_MAX_CONCURRENCY,
@@ -106,6 +107,7 @@ def serve(
         timeout=timeout,
         verify_memory=True,
         refusal=refusal,
+        precision=precision,
     )
     # Loaded here rather than in the app's lifespan so that a missing model or memory is a one-line error.
     pipeline = load_pipeline(config)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pgmr.generators.base import MODES, RAG_MODES
+from pgmr.precision import DEFAULT_PRECISION
 
 # Default model directories, relative to the working directory (the checkout root, where `artifacts/`
 # goes too): for pgmr the shipped ensemble (its seq2seq member models/pgmr-default and structured member
@@ -76,6 +77,7 @@ class ExperimentSettings:
     memory_dir: Path | None = None
     batch_size: int = 16
     device: str = "cpu"
+    precision: str = DEFAULT_PRECISION  # the models' and query encoder's number format (pgmr.precision)
     num_beams: int | None = None
     max_new_tokens: int | None = None
     copy_bias: float | None = None  # None: the generator's tuned default
@@ -100,6 +102,7 @@ class ExperimentSettings:
             "memory": str(self.memory_dir) if self.memory_dir else "default (~/.cache/pgmr/memory)",
             "batch_size": self.batch_size,
             "device": self.device,
+            "precision": self.precision,
             "num_beams": self.num_beams,
             "max_new_tokens": self.max_new_tokens,
             "copy_bias": self.copy_bias,

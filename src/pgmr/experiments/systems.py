@@ -125,6 +125,7 @@ def load_generator(spec: SystemSpec, settings: ExperimentSettings) -> Generator:
         max_new_tokens=settings.max_new_tokens,
         copy_bias=settings.copy_bias,
         relation_copy_bias=settings.relation_copy_bias,
+        precision=settings.precision,
     )
     try:  # an ensemble that cannot choose among its drafts fails before minutes of generation
         reranker_of(generator)

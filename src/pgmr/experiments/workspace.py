@@ -17,6 +17,7 @@ from pgmr.datasets import QARecord
 from pgmr.experiments.reporting import QUIET, Reporter
 from pgmr.experiments.settings import ExperimentError, ExperimentSettings
 from pgmr.pipeline import StageConfig, shipped_resolver
+from pgmr.precision import DEFAULT_PRECISION
 
 if TYPE_CHECKING:
     from pgmr.kg.catalog import LabelCatalog
@@ -25,12 +26,13 @@ if TYPE_CHECKING:
 
 
 @lru_cache(maxsize=2)
-def shared_encoder(name: str) -> Encoder:
-    """One encoder per name and process: experiments run one after another in one process (the tests,
-    a notebook) need not load the same model again each time."""
+def shared_encoder(name: str, precision: str = DEFAULT_PRECISION) -> Encoder:
+    """One encoder per name, precision and process: experiments run one after another in one process (the
+    tests, a notebook) need not load the same model again each time. Experiments encode queries with it, never
+    memory rows (sub-memories reuse the stored vectors), so it takes the pipeline's precision."""
     from pgmr.memory import load_encoder
 
-    return load_encoder(name)
+    return load_encoder(name, precision=precision)
 
 
 class Workspace:
@@ -54,7 +56,9 @@ class Workspace:
         path = self.settings.memory_dir or default_memory_dir()
         with self.reporter.status(f"loading the memory from {path}"):
             try:
-                return Memory.load(path, encoder=shared_encoder(read_manifest(path).encoder))
+                return Memory.load(
+                    path, encoder=shared_encoder(read_manifest(path).encoder, self.settings.precision)
+                )
             except PgmrMemoryError as exc:
                 raise ExperimentError(str(exc)) from None
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pgmr.generators.base import Generator
 from pgmr.generators.examples import Example
+from pgmr.precision import DEFAULT_PRECISION
 
 if TYPE_CHECKING:
     from pgmr.generators.seq2seq.config import TrainConfig, TrainResult
@@ -55,10 +56,12 @@ def load_trained(
     max_new_tokens: int | None = None,
     copy_bias: float | None = None,
     relation_copy_bias: float | None = None,
+    precision: str = DEFAULT_PRECISION,
 ) -> Generator:
     """A `Seq2SeqGenerator`, a `CausalGenerator`, a `StructuredGenerator` or an `EnsembleGenerator` of those
     (card `backend`: "seq2seq", the default, "causal", "structured" or "ensemble"; beams and copy bias do not
-    apply to the structured backend, and go to every member of an ensemble).
+    apply to the structured backend, and go to every member of an ensemble). `precision` (pgmr.precision: the
+    weights' format for inference, `auto` by default) applies to every backend and every member.
 
     Raises ModelCardError (a ValueError) for a directory without a readable card, OSError for missing weights.
     """
@@ -80,11 +83,12 @@ def load_trained(
             max_new_tokens=max_new_tokens,
             copy_bias=copy_bias,
             relation_copy_bias=relation_copy_bias,
+            precision=precision,
         )
     if backend == "structured":
         from pgmr.generators.structured.generator import StructuredGenerator
 
-        return StructuredGenerator.load(path, device)
+        return StructuredGenerator.load(path, device, precision=precision)
     from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
 
     loader = Seq2SeqGenerator
@@ -99,4 +103,5 @@ def load_trained(
         max_new_tokens=max_new_tokens,
         copy_bias=copy_bias,
         relation_copy_bias=relation_copy_bias,
+        precision=precision,
     )

@@ -61,6 +61,7 @@ from pgmr.memory.rows import (
     memory_text,
     write_rows,
 )
+from pgmr.precision import DEFAULT_PRECISION
 
 
 @dataclass(frozen=True)
@@ -259,8 +260,16 @@ class Memory:
         self.manifest = manifest
 
     @classmethod
-    def load(cls, path: Path | str, encoder: Encoder | None = None, *, verify: bool = True) -> Memory:
-        """Load and validate a memory directory. `encoder` None loads the encoder named in the manifest.
+    def load(
+        cls,
+        path: Path | str,
+        encoder: Encoder | None = None,
+        *,
+        verify: bool = True,
+        precision: str = DEFAULT_PRECISION,
+    ) -> Memory:
+        """Load and validate a memory directory. `encoder` None loads the encoder named in the manifest, in
+        `precision` (pgmr.precision; it only encodes queries here: the stored vectors stay as built).
 
         `verify` checks every file's sha256 against the manifest (reads each file once more).
         """
@@ -272,7 +281,7 @@ class Memory:
         if encoder is None:
             from pgmr.memory.encoders import load_encoder
 
-            encoder = load_encoder(manifest.encoder)
+            encoder = load_encoder(manifest.encoder, precision=precision)
             check_encoder(path, manifest, encoder)
         for dictionary in dictionaries.values():
             dictionary.encoder = encoder

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pgmr.precision import DEFAULT_PRECISION, check_precision
 from pgmr.resolver import ResolverConfig
 from pgmr.resolver.grounding import GroundingConfig
 from pgmr.resolver.kg_choice import KgChoiceConfig
@@ -74,6 +75,9 @@ class PipelineConfig:
     # Questions generated together when several wait for the model (the service under load).
     max_batch: int = 16
     device: str = "cpu"
+    # The models' number format for inference (pgmr.precision): `auto` is bfloat16 where the hardware computes it
+    # natively (same Query EM on LC-QuAD 2.0 validation, 1.2-2x faster), else float32.
+    precision: str = DEFAULT_PRECISION
     # Check every memory file's sha256 at load (~10 s for the full memory): on for the service, off for one-shot asks.
     verify_memory: bool = True
     num_beams: int | None = None
@@ -112,6 +116,7 @@ class PipelineConfig:
             raise ValueError(f"max_answers must be at least 1, got {self.max_answers}")
         if self.max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {self.max_batch}")
+        check_precision(self.precision)
 
     def resolver_config(self) -> ResolverConfig:
         return ResolverConfig(

@@ -95,11 +95,12 @@ class Pipeline:
                     max_new_tokens=config.max_new_tokens,
                     copy_bias=config.copy_bias,
                     relation_copy_bias=config.relation_copy_bias,
+                    precision=config.precision,
                 )
             except (ModelCardError, OSError) as exc:
                 raise PipelineError(f"cannot load the generator from {model_dir}: {exc}") from None
             try:
-                memory = Memory.load(memory_dir, verify=config.verify_memory)
+                memory = Memory.load(memory_dir, verify=config.verify_memory, precision=config.precision)
             except PgmrMemoryError as exc:
                 raise PipelineError(str(exc)) from None
             labels: LabelSource | None = None

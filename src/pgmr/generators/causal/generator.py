@@ -11,6 +11,7 @@ from transformers import LogitsProcessorList
 from pgmr.generators.causal.model import PROMPT_FORMAT, load_causal_dir, prompt_ids
 from pgmr.generators.seq2seq.card import ModelCardError, read_model_card, resolve_model_dir
 from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
+from pgmr.precision import DEFAULT_PRECISION, inference_dtype
 
 
 class CausalGenerator(Seq2SeqGenerator):
@@ -29,9 +30,12 @@ class CausalGenerator(Seq2SeqGenerator):
         max_new_tokens: int | None = None,
         copy_bias: float | None = None,
         relation_copy_bias: float | None = None,
+        precision: str = DEFAULT_PRECISION,
     ) -> CausalGenerator:
         """`path`: a model directory (with model_card.json) or the training output directory holding `model/`.
-        Unset settings come from the card; the copy bias defaults to the seq2seq default."""
+        Unset settings come from the card; the copy bias defaults to the seq2seq default; `precision` as for
+        seq2seq models (pgmr.precision)."""
+        dtype = inference_dtype(precision, device)
         model_dir = resolve_model_dir(path)
         card = read_model_card(model_dir)
         generation = card.get("generation", {})
@@ -42,7 +46,7 @@ class CausalGenerator(Seq2SeqGenerator):
             )
         model, tokenizer = load_causal_dir(model_dir)
         return cls(
-            model.to(torch.device(device)),  # type: ignore[arg-type]
+            model.to(device=torch.device(device), dtype=dtype),  # type: ignore[call-arg]
             tokenizer,
             card["mode"],
             card=card,

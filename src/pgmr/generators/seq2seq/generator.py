@@ -21,6 +21,7 @@ from pgmr.generators.seq2seq.card import read_model_card, resolve_model_dir
 from pgmr.generators.seq2seq.copying import copy_bias_processor
 from pgmr.generators.seq2seq.model import SOURCE_TOKENIZER_DIR
 from pgmr.generators.seq2seq.packing import is_packed, load_packed
+from pgmr.precision import DEFAULT_PRECISION, inference_dtype
 
 # Copy bias of pgmr-mode decoding unless a caller sets one: chosen on LC-QuAD 2.0 validation (docs/generators.md).
 DEFAULT_COPY_BIAS = 4.0
@@ -82,19 +83,23 @@ class Seq2SeqGenerator:
         relation_copy_bias: float | None = None,
         copy_close: bool = DEFAULT_COPY_CLOSE,
         relation_copy_close: bool = DEFAULT_RELATION_COPY_CLOSE,
+        precision: str = DEFAULT_PRECISION,
     ) -> Seq2SeqGenerator:
         """`path`: a model directory (with model_card.json) or the training output directory holding `model/`.
         Unset settings come from the card (what validation used); the copy bias defaults to
-        DEFAULT_COPY_BIAS (chosen on LC-QuAD 2.0 validation, docs/generators.md)."""
+        DEFAULT_COPY_BIAS (chosen on LC-QuAD 2.0 validation, docs/generators.md). `precision`: the weights'
+        format for inference (pgmr.precision; `auto` is bfloat16 where the hardware computes it natively)."""
+        dtype = inference_dtype(precision, device)
         model_dir = resolve_model_dir(path)
         card = read_model_card(model_dir)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         source_dir = model_dir / SOURCE_TOKENIZER_DIR
         source_tokenizer = AutoTokenizer.from_pretrained(source_dir) if source_dir.is_dir() else None
         if is_packed(model_dir):
-            model = load_packed(model_dir).to(torch.device(device))  # type: ignore[arg-type]
+            model = load_packed(model_dir)
         else:
-            model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).to(torch.device(device))
+            model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+        model = model.to(device=torch.device(device), dtype=dtype)  # type: ignore[call-arg]
         return cls(
             model,
             tokenizer,

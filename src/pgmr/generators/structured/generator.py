@@ -9,6 +9,7 @@ from typing import Any
 from pgmr.generators.base import check_generate_inputs, generate_in_length_order
 from pgmr.generators.structured.decoding import Frame, RelationLexicon, predict_frames
 from pgmr.generators.structured.store import load_model
+from pgmr.precision import DEFAULT_PRECISION, inference_dtype
 
 
 class StructuredGenerator:
@@ -28,12 +29,17 @@ class StructuredGenerator:
         self.lexicon = RelationLexicon(vocab)
 
     @classmethod
-    def load(cls, path: Path | str, device: str = "cpu", **_decoding: Any) -> StructuredGenerator:
-        """Decoding options of the seq2seq backends (beams, copy bias) do not apply and are ignored."""
+    def load(
+        cls, path: Path | str, device: str = "cpu", *, precision: str = DEFAULT_PRECISION, **_decoding: Any
+    ) -> StructuredGenerator:
+        """Decoding options of the seq2seq backends (beams, copy bias) do not apply and are ignored.
+        `precision`: the weights' format for inference (pgmr.precision); probabilities are computed in float32
+        whatever it is."""
         from pgmr.generators.seq2seq.card import resolve_model_dir
 
+        dtype = inference_dtype(precision, device)
         model, tokenizer, vocab, card = load_model(resolve_model_dir(path))
-        return cls(model, tokenizer, vocab, card, device)
+        return cls(model.to(dtype=dtype), tokenizer, vocab, card, device)
 
     def frames(self, questions: Sequence[str], *, batch_size: int = 16) -> list[Frame]:
         check_generate_inputs(self.mode, questions, None, batch_size)

@@ -64,7 +64,14 @@ class SentenceTransformerEncoder:
     """`model`: None or "sentence-transformers/all-MiniLM-L6-v2" for the bundled default, else a local path or
     a hub name (hub names need the model in the local Hugging Face cache unless HF_HUB_OFFLINE=0)."""
 
-    def __init__(self, model: str | None = None, device: str = "cpu") -> None:
+    def __init__(self, model: str | None = None, device: str = "cpu", precision: str = "fp32") -> None:
+        """`precision` (pgmr.precision): float32 by default, which is what memories are built with; `auto` or
+        `bf16` for query encoding (`Memory.load`), where bfloat16 is ~2x faster on CPUs with native support and
+        moves a vector by a cosine of ~1e-5."""
+        from pgmr.precision import inference_dtype, precision_name
+
+        dtype = inference_dtype(precision, device)
+        self.precision = precision_name(dtype)
         sentence_transformers = _import_sentence_transformers()
         if model is None or model in _DEFAULT_ALIASES:
             self._name = DEFAULT_MODEL_NAME
@@ -72,7 +79,7 @@ class SentenceTransformerEncoder:
         else:
             self._name = model
             source = str(Path(model).expanduser()) if Path(model).expanduser().exists() else model
-        self._model = _load_quietly(sentence_transformers, source, device)
+        self._model = _load_quietly(sentence_transformers, source, device).to(dtype=dtype)
         get_dimension = getattr(self._model, "get_embedding_dimension", None) or (
             self._model.get_sentence_embedding_dimension
         )
@@ -90,7 +97,7 @@ class SentenceTransformerEncoder:
         return self._dimension
 
     def __repr__(self) -> str:
-        return f"SentenceTransformerEncoder({self._name!r}, dimension={self._dimension})"
+        return f"SentenceTransformerEncoder({self._name!r}, dimension={self._dimension}, precision={self.precision!r})"
 
     def encode(
         self, texts: Sequence[str], batch_size: int = 64, progress: EncodeProgress | None = None

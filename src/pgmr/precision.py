@@ -1,0 +1,60 @@
+"""The number format models run inference in: `auto` (the default), `fp32` or `bf16`.
+
+`auto` is bfloat16 where the hardware computes it natively (a CPU with AVX512-BF16 or AMX, a CUDA GPU that
+supports it) and float32 elsewhere: on a CPU without those instructions bfloat16 is emulated and slower than
+float32. Measured on LC-QuAD 2.0 validation (docs/generators.md, "Generation speed"): bfloat16 weights make the
+default generator and the memory's query encoder 1.2-2.3x faster, with the same Query EM. Training has its own
+switch (`pgmr train --bf16`, mixed precision); building a memory always encodes in float32, so the stored
+vectors do not depend on the machine that built them.
+
+Imports torch lazily: `pgmr.config` and the CLI's option parsing use `check_precision` without it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+PRECISIONS = ("auto", "fp32", "bf16")
+DEFAULT_PRECISION = "auto"
+
+
+def check_precision(value: str) -> str:
+    """`value` if it is a precision name; else ValueError naming the choices (settings validate at the edge)."""
+    if value not in PRECISIONS:
+        raise ValueError(f"unknown precision {value!r}: expected one of {', '.join(PRECISIONS)}")
+    return value
+
+
+def native_bf16(device: Any = "cpu") -> bool:
+    """Whether `device` computes bfloat16 natively (so that it is faster there, not emulated)."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if device.type != "cpu":
+        return False
+    cpu = torch.cpu
+    avx512_bf16 = getattr(cpu, "_is_avx512_bf16_supported", None)
+    amx = getattr(cpu, "_is_amx_tile_supported", None)
+    return bool((avx512_bf16 is not None and avx512_bf16()) or (amx is not None and amx()))
+
+
+def inference_dtype(precision: str, device: Any = "cpu") -> torch.dtype:
+    """The dtype a model's weights take for inference under `precision` on `device`."""
+    import torch
+
+    check_precision(precision)
+    if precision == "bf16" or (precision == "auto" and native_bf16(device)):
+        return torch.bfloat16
+    return torch.float32
+
+
+def precision_name(dtype: Any) -> str:
+    """`bf16` or `fp32`, for cards, reports and logs."""
+    import torch
+
+    return "bf16" if dtype == torch.bfloat16 else "fp32"
