@@ -85,6 +85,30 @@ def test_a_memory_label_is_kept_and_a_memory_span_is_preferred() -> None:
     ]
 
 
+def test_a_memory_label_that_is_only_a_fragment_of_a_closer_span_does_not_win() -> None:
+    """The memory knows "class" and "bell" but not the names they are part of: an entity the memory lacks.
+    Snapping to the fragment would resolve it with full support; the closer full span keeps it unsupported."""
+    fragments = {"entity": {"class", "bell", "ivory coast"}, "relation": set()}
+
+    def knows(kind: str, text: str) -> bool:
+        return text.casefold() in fragments[kind]
+
+    for generated, question, expected in [
+        ("CFR/22 class", "Is the quantity of the CFR DE 241 class more than 0.8?", "CFR DE 241 class"),
+        ("Bell Jelly", "Who is the author of The Bell Jar", "Bell Jar"),
+        # Extra function words do not make a fragment: the memory label still wins.
+        ("The Ivroy Coast", "Was Roman Polanski born in the Ivory Coast?", "Ivory Coast"),
+    ]:
+        query = parse(QUERY.replace("Paris", generated))
+        grounded, _ = ground_labels(query, question, known=knows)
+        assert grounded.placeholder("entity1").label == expected, generated
+    # A closer span that does not hold the memory label as words ("Bellas" is not "Bell" plus a word): the memory
+    # label wins, as before.
+    query = parse(QUERY.replace("Paris", "Bellax"))
+    grounded, _ = ground_labels(query, "Is Bell near Bellas?", known=knows)
+    assert grounded.placeholder("entity1").label == "Bell"
+
+
 def test_an_entity_falls_back_to_the_closest_span_when_no_memory_span_is_close() -> None:
     query = parse(QUERY.replace("Roman Poly Poli", "Jonathan Swiff"))
     grounded, _ = ground_labels(query, "Was Jonathan Swift born in Paris?", known=known)

@@ -16,7 +16,9 @@ meant than one that is not:
   "Babe_Ruth" after the question);
 - an entity label snaps to the closest span that is a memory label when one is close enough, and only
   otherwise to the closest span of all ("The Ivroy Coast" -> "Ivory Coast", a memory label, rather than the
-  closer span "the Ivory Coast", which is not);
+  closer span "the Ivory Coast", which is not), unless that closer span holds the memory label plus content
+  words ("CFR/22 class" -> "CFR DE 241 class", not the memory label "class"): a memory that knows only a
+  fragment of the name most likely lacks the entity, and the fragment would defeat refusal (session 16);
 - a relation label that the memory does not know snaps to a close span that is a relation label of the
   memory ("Miastituent ID" -> "MIA constituent ID" when the question names that ID). Relation labels the
   memory knows are never touched, so a paraphrased relation stays as the model wrote it.
@@ -92,6 +94,24 @@ def _closest(key: str, spans: list[tuple[str, str]]) -> tuple[str, float]:
     return best, best_score
 
 
+def _fragment_of_closer_span(key: str, known: str, known_score: float, pairs: list[tuple[str, str]]) -> bool:
+    """Whether the closest question span of all is closer to `key` than the memory label `known` and holds it
+    plus content words: "CFR/22 class" is closer to "CFR DE 241 class" than to "class", and "Bell Jelly" to
+    "Bell Jar" than to "bell". The memory then knows only a fragment of the name the model meant, which is what
+    a memory lacking the entity looks like; snapping to the fragment would resolve it with full support, so
+    refusal could not see it. Extra function words do not count ("the Ivory Coast" still gives way to the memory
+    label "Ivory Coast")."""
+    closest, score = _closest(key, pairs)
+    if score <= known_score:
+        return False
+    words, inner = question_words(closest.casefold()), question_words(known.casefold())
+    for start in range(len(words) - len(inner) + 1):
+        if words[start : start + len(inner)] == inner:
+            rest = words[:start] + words[start + len(inner) :]
+            return any(w not in STOP_WORDS for w in rest)
+    return False
+
+
 def ground_labels(
     query: IntermediateQuery,
     question: str,
@@ -126,6 +146,8 @@ def ground_labels(
             best, best_score = _closest(key, known_spans[p.kind])
             if best_score < config.min_similarity:
                 best, best_score = "", 0.0
+            elif p.kind == "entity" and _fragment_of_closer_span(key, best, best_score, pairs):
+                best, best_score = "", 0.0  # the closest span of all wins below
         # Relations paraphrase the question ("born in" for "place of birth"): they only ever snap to a span
         # that is itself a relation label of the memory.
         if not best and p.kind == "entity":
