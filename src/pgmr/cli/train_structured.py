@@ -23,7 +23,9 @@ def train_structured_cli(
     *,
     options: dict[str, Any],
     data_info: dict[str, Any],
+    command: str | None = None,
 ) -> None:
+    """`command`: what the card records as the command that trained it (default: this `pgmr` call)."""
     from pgmr.generators.structured.targets import build_vocabulary, frame_targets
     from pgmr.generators.structured.train import StructuredTrainConfig, train_structured
 
@@ -45,7 +47,7 @@ def train_structured_cli(
         print_error(exc)
         raise typer.Exit(2) from None
     run_info = {
-        "command": shlex.join(["pgmr", *sys.argv[1:]]),
+        "command": command or shlex.join(["pgmr", *sys.argv[1:]]),
         "data": data_info,
         "paraphrases": len(paraphrases),
     }
