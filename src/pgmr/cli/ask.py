@@ -15,6 +15,7 @@ from rich.text import Text
 
 from pgmr.cli.common import PRECISION_OPTION, Settings, console, out, print_error
 from pgmr.pipeline import AskResult, Pipeline, PipelineConfig, PipelineError, PlaceholderView
+from pgmr.precision import DEFAULT_PRECISION
 from pgmr.resolver.grounding import LITERAL
 from pgmr.resolver.support import shipped_threshold
 
@@ -75,7 +76,7 @@ def build_config(
     timeout: float,
     verify_memory: bool,
     refusal: bool = True,
-    precision: str = "auto",
+    precision: str = DEFAULT_PRECISION,
 ) -> PipelineConfig:
     """Settings from the command line, checked here; bad ones exit with code 2 and a message."""
     from pgmr.stores import default_kg_file

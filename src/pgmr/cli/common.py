@@ -21,6 +21,7 @@ from rich.progress import (
 )
 
 from pgmr.config import resolve_data_dir
+from pgmr.precision import DEFAULT_PRECISION
 
 T = TypeVar("T")
 console = Console(stderr=True)
@@ -28,7 +29,7 @@ out = Console()
 
 # Every command that loads a model or encodes queries (ask, serve, generate, demo, the experiments).
 PRECISION_OPTION = typer.Option(
-    "auto",
+    DEFAULT_PRECISION,
     "--precision",
     help="Number format of the models and the query encoder: auto (bfloat16 where the hardware computes it "
     "natively, else float32), fp32 or bf16",

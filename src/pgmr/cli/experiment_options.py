@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from pgmr.cli.common import Settings, console, out, print_error, progress_bar
 from pgmr.experiments import default_out_dir, experiment_module
+from pgmr.precision import DEFAULT_PRECISION
 
 
 class RichReporter:
@@ -135,7 +136,7 @@ def workspace(
     memory_dir: Path | None,
     batch_size: int = 16,
     device: str = "cpu",
-    precision: str = "auto",
+    precision: str = DEFAULT_PRECISION,
     num_beams: int | None = None,
     max_new_tokens: int | None = None,
     copy_bias: float | None = None,

@@ -13,6 +13,7 @@ from pgmr.config import default_memory_dir
 from pgmr.datasets import DatasetError
 from pgmr.kg.catalog import LabelCatalog
 from pgmr.memory import INDEX_KINDS, Memory, PgmrMemoryError, load_encoder, read_manifest
+from pgmr.precision import DEFAULT_PRECISION
 from pgmr.resolver.priors import counts_from_dataset
 
 app = typer.Typer(help="Build, inspect and search the entity and relation memory.", no_args_is_help=True)
@@ -20,7 +21,7 @@ app = typer.Typer(help="Build, inspect and search the entity and relation memory
 MEMORY_OPTION = typer.Option(None, "--memory", "-m", help="Memory directory (default: ~/.cache/pgmr/memory)")
 
 
-def open_memory(path: Path | None, precision: str = "auto") -> Memory:
+def open_memory(path: Path | None, precision: str = DEFAULT_PRECISION) -> Memory:
     try:
         return Memory.load(path or default_memory_dir(), precision=precision)
     except PgmrMemoryError as exc:
