@@ -33,23 +33,14 @@ def main() -> None:
 
     from pgmr.cli.train_structured import train_structured_cli
     from pgmr.config import resolve_data_dir
-    from pgmr.conversion.unknown_uri import build_split
     from pgmr.datasets.splits import split_train_validation
-    from pgmr.experiments.lcquad2_unknown_uri import NAME, UnknownUriOptions, _convert
+    from pgmr.experiments.lcquad2_unknown_uri import NAME, UnknownUriOptions, unknown_uri_split
     from pgmr.experiments.settings import ExperimentSettings
     from pgmr.experiments.workspace import Workspace
 
     split_options = UnknownUriOptions()
     ws = Workspace(ExperimentSettings(data_dir=resolve_data_dir(args.data_dir), out_dir=args.out / "split"))
-    train_conv, _ = _convert(ws, "lcquad2-train")
-    test_conv, _ = _convert(ws, "lcquad2-test")
-    split = build_split(
-        train_conv,
-        test_conv,
-        test_size=split_options.test_size,
-        test_share=split_options.test_share,
-        seed=split_options.seed,
-    )
+    split, _, _ = unknown_uri_split(ws, split_options)
     train_part, validation_part = split_train_validation(list(split.train), split_options.validation_share)
     print(
         f"unknown-URI split (seed {split_options.seed}): {len(train_part)} training, {len(validation_part)} "

@@ -21,16 +21,26 @@ from rich.progress import (
 )
 
 from pgmr.config import resolve_data_dir
-from pgmr.precision import DEFAULT_PRECISION
+from pgmr.precision import DEFAULT_PRECISION, check_precision
 
 T = TypeVar("T")
 console = Console(stderr=True)
 out = Console()
 
-# Every command that loads a model or encodes queries (ask, serve, generate, demo, the experiments).
+
+def _precision(value: str) -> str:
+    try:
+        return check_precision(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+# Every command that loads a model or encodes queries (ask, serve, generate, demo, the experiments); a bad value is
+# a usage error (exit 2) before anything loads.
 PRECISION_OPTION = typer.Option(
     DEFAULT_PRECISION,
     "--precision",
+    callback=_precision,
     help="Number format of the models and the query encoder: auto (bfloat16 where the hardware computes it "
     "natively, else float32), fp32 or bf16",
 )

@@ -54,13 +54,6 @@ def demo(
     precision: str = PRECISION_OPTION,
 ) -> None:
     """Generate, ground, resolve and check sample LC-QuAD 2.0 test questions; show a refusal."""
-    from pgmr.precision import check_precision
-
-    try:
-        check_precision(precision)
-    except ValueError as exc:
-        print_error(exc)
-        raise typer.Exit(2) from None
     settings: Settings = ctx.obj
     data_dir = settings.data_dir
     catalog = LabelCatalog.from_data_dir(data_dir)

@@ -148,15 +148,13 @@ def workspace(
     keep_from: Path | None = None,
 ) -> Any:
     from pgmr.experiments.common import ExperimentError, ExperimentSettings, Workspace, parse_models
-    from pgmr.precision import check_precision
     from pgmr.resolver.support import shipped_threshold
 
     settings: Settings = ctx.obj
     try:
         data_dir = settings.data_dir
         parsed = parse_models(models)
-        check_precision(precision)
-    except (FileNotFoundError, ExperimentError, ValueError) as exc:
+    except (FileNotFoundError, ExperimentError) as exc:
         print_error(exc)
         raise typer.Exit(2) from None
     return Workspace(

@@ -110,14 +110,8 @@ def generate(
     """Write one prediction per question; with --resolve, also the SPARQL (or refusal, or parse error)."""
     from pgmr.generators.base import GeneratorError, check_mode
     from pgmr.generators.seq2seq.card import ModelCardError, read_model_card
-    from pgmr.precision import check_precision
 
     settings: Settings = ctx.obj
-    try:
-        check_precision(precision)
-    except ValueError as exc:
-        print_error(exc)
-        raise typer.Exit(2) from None
     chat = model_dir.startswith(("http://", "https://"))
     if chat:
         try:

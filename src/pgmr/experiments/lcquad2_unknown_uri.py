@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgmr.experiments.common import (
     SYSTEMS_NOTE,
@@ -33,6 +33,9 @@ from pgmr.experiments.common import (
     systems_table,
     write_experiment,
 )
+
+if TYPE_CHECKING:
+    pass
 from pgmr.generators.base import RAG_MODES
 
 NAME = "lcquad2-unknown-uri"
@@ -111,12 +114,12 @@ def _qa(record: Any) -> Any:
     return QARecord(record.id, record.question, record.sparql, record.source, meta=record.meta)
 
 
-def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
+def unknown_uri_split(
+    ws: Workspace, options: UnknownUriOptions
+) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """The split (`pgmr.conversion.unknown_uri.build_split` over converted LC-QuAD 2.0 train and test, as
+    `options` sets it) and the two conversion summaries; what `run` and scripts that train on the split share."""
     from pgmr.conversion.unknown_uri import build_split
-    from pgmr.datasets.splits import split_train_validation
-    from pgmr.jsonl import write_json, write_jsonl
-    from pgmr.resolver import Prior
-    from pgmr.resolver.priors import counts_from_sparql
 
     train_conv, train_info = _convert(ws, "lcquad2-train")
     test_conv, test_info = _convert(ws, "lcquad2-test")
@@ -131,6 +134,16 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
             )
         except ValueError as exc:
             raise ExperimentError(f"cannot build the unknown-URI split: {exc}") from None
+    return split, train_info, test_info
+
+
+def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
+    from pgmr.datasets.splits import split_train_validation
+    from pgmr.jsonl import write_json, write_jsonl
+    from pgmr.resolver import Prior
+    from pgmr.resolver.priors import counts_from_sparql
+
+    split, train_info, test_info = unknown_uri_split(ws, options)
     split_dir = ws.out_dir / "split"
     write_json(split_dir / "split.json", {**split.stats, "test_ids": split.test_ids()})
     write_jsonl(split_dir / "test.jsonl", [r.to_json() for r in split.test])

@@ -94,14 +94,13 @@ def _closest(key: str, spans: list[tuple[str, str]]) -> tuple[str, float]:
     return best, best_score
 
 
-def _fragment_of_closer_span(key: str, known: str, known_score: float, pairs: list[tuple[str, str]]) -> bool:
-    """Whether the closest question span of all is closer to `key` than the memory label `known` and holds it
-    plus content words: "CFR/22 class" is closer to "CFR DE 241 class" than to "class", and "Bell Jelly" to
+def _fragment_of(known: str, known_score: float, closest: str, score: float) -> bool:
+    """Whether the closest question span of all (`closest`, at `score`) is closer to the generated label than
+    the memory label `known` and holds it plus content words: "CFR/22 class" is closer to "CFR DE 241 class" than to "class", and "Bell Jelly" to
     "Bell Jar" than to "bell". The memory then knows only a fragment of the name the model meant, which is what
     a memory lacking the entity looks like; snapping to the fragment would resolve it with full support, so
     refusal could not see it. Extra function words do not count ("the Ivory Coast" still gives way to the memory
     label "Ivory Coast")."""
-    closest, score = _closest(key, pairs)
     if score <= known_score:
         return False
     words, inner = question_words(closest.casefold()), question_words(known.casefold())
@@ -137,6 +136,7 @@ def ground_labels(
             placeholders.append(p)
             continue
         best, best_score = "", 0.0
+        closest: tuple[str, float] | None = None  # the closest span of all, found at most once
         if known is not None:
             if known(p.kind, label):
                 placeholders.append(p)
@@ -146,12 +146,14 @@ def ground_labels(
             best, best_score = _closest(key, known_spans[p.kind])
             if best_score < config.min_similarity:
                 best, best_score = "", 0.0
-            elif p.kind == "entity" and _fragment_of_closer_span(key, best, best_score, pairs):
-                best, best_score = "", 0.0  # the closest span of all wins below
+            elif p.kind == "entity":
+                closest = _closest(key, pairs)
+                if _fragment_of(best, best_score, *closest):
+                    best, best_score = "", 0.0  # the closest span of all wins below
         # Relations paraphrase the question ("born in" for "place of birth"): they only ever snap to a span
         # that is itself a relation label of the memory.
         if not best and p.kind == "entity":
-            best, best_score = _closest(key, pairs)
+            best, best_score = closest or _closest(key, pairs)
         if best and best_score >= config.min_similarity:
             snaps.append(Snap(p.name, p.label, best, round(best_score, 4)))
             placeholders.append(replace(p, label=best))
