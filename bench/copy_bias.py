@@ -99,7 +99,7 @@ def main() -> None:
         outputs = generator.generate(questions, batch_size=args.batch_size)
         seconds = time.perf_counter() - started
         parsed = parse_outputs(outputs, questions, grounding, known=resolver.knows)
-        results = resolve_parsed(resolver, parsed)
+        results = resolve_parsed(resolver, parsed, questions)
         evaluations = [
             evaluate_record({"id": c.id, **resolution_fields(r)}, records[c.id], catalog=catalog)
             for c, r in zip(converted, results, strict=True)

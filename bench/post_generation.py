@@ -65,7 +65,8 @@ def main() -> None:
             min_similarity=args.grounding, literals=literals == "on", use_memory=with_memory == "on"
         )
         resolver = Resolver(memory, ResolverConfig(canonical_weight=weight))
-        results = resolve_parsed(resolver, parse_outputs(outputs, questions, grounding, known=resolver.knows))
+        parsed = parse_outputs(outputs, questions, grounding, known=resolver.knows)
+        results = resolve_parsed(resolver, parsed, questions)
         evaluations = [
             evaluate_record({"id": r["id"], **resolution_fields(res)}, records[r["id"]], catalog=catalog)
             for r, res in zip(rows_in, results, strict=True)

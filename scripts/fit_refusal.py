@@ -7,10 +7,12 @@ the choice must see every draft as `pgmr ask` resolves them):
         --predictions artifacts/rerank/validation.drafts.jsonl
     .venv/bin/python scripts/fit_refusal.py --from-sweep artifacts/refusal-calibration/validation/metrics.json --write
 
-Refitting the support model itself (one output per question, e.g. one member's):
+Refitting the support model itself (one output per question per file; the shipped models pool both members'
+drafts of the ensemble, split out of the drafts file by scripts/split_drafts.py):
 
-    pgmr generate models/pgmr-default lcquad2-validation -o artifacts/refusal-calibration/validation.generated.jsonl
-    .venv/bin/python scripts/fit_refusal.py --predictions artifacts/refusal-calibration/validation.generated.jsonl
+    .venv/bin/python scripts/split_drafts.py artifacts/rerank/validation.drafts.jsonl -o artifacts/refusal-calibration/drafts
+    .venv/bin/python scripts/fit_refusal.py --label supported \
+        --predictions artifacts/refusal-calibration/drafts/seq2seq.jsonl artifacts/refusal-calibration/drafts/structured.jsonl
 
 The outputs are resolved (no refusal) against the full memory and against the entity-removed and
 relation-removed memories (pgmr.experiments.unanswerable); every placeholder's signals and whether its best
@@ -62,8 +64,9 @@ def collect(predictions: Path, data_dir: Path, memory_dir: Path | None, seed: in
     for name, memory, recs, answerable in sets:
         outputs = load_predictions(predictions, recs)
         resolver = Resolver(memory)
-        parsed = parse_outputs(outputs, [r.question for r in recs], known=resolver.knows)
-        results = resolve_parsed(resolver, parsed, label=f"resolving ({name})")
+        questions = [r.question for r in recs]
+        parsed = parse_outputs(outputs, questions, known=resolver.knows)
+        results = resolve_parsed(resolver, parsed, questions, label=f"resolving ({name})")
         placeholders = placeholder_rows(results, recs, answerable)
         for i, (result, record) in enumerate(zip(results, recs, strict=True)):
             em = isinstance(result, Resolution) and query_exact_match(result.sparql, record.sparql)
@@ -217,7 +220,16 @@ def main_from_sweep(path: Path, write: bool) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--predictions", type=Path)
+    ap.add_argument(
+        "--predictions",
+        type=Path,
+        nargs="+",
+        help="one output per question in each file (several files: their placeholders are pooled, e.g. one file "
+        "per ensemble member)",
+    )
+    ap.add_argument(
+        "--generator", default="models/pgmr-ensemble", help="what wrote the predictions (provenance)"
+    )
     ap.add_argument("--rows", type=Path, help="placeholders.jsonl of an earlier run (skips resolution)")
     ap.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     ap.add_argument("--memory", type=Path)
@@ -243,7 +255,11 @@ def main() -> int:
     else:
         if args.predictions is None:
             ap.error("--predictions or --rows")
-        rows = collect(args.predictions, args.data_dir, args.memory, args.seed)
+        rows = [
+            {**row, "source": path.name}
+            for path in args.predictions
+            for row in collect(path, args.data_dir, args.memory, args.seed)
+        ]
         rows_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     names = [n for n in args.features.split(",") if n]
     removed_kind = {"entity-removed": "entity", "relation-removed": "relation"}
@@ -292,8 +308,10 @@ def main() -> int:
             best["threshold"],
             {
                 "fitted_on": "lcquad2-validation (LC-QuAD 2.0 train, carved: pgmr.datasets.splits)",
-                "generator": "models/pgmr-default",
-                "predictions": str(args.predictions or args.rows),
+                "generator": args.generator,
+                "predictions": [str(p) for p in args.predictions] if args.predictions else str(args.rows),
+                # The prediction files the rows were resolved from (also when read back with --rows).
+                "sources": sorted({str(r.get("source")) for r in rows if r.get("source")}),
                 "seed": args.seed,
                 "l2": args.l2,
                 "label": args.label,

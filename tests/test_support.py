@@ -19,8 +19,10 @@ from pgmr.resolver.support import (
     CalibrationError,
     LogisticModel,
     features,
+    question_keys,
     shipped_calibration,
     shipped_threshold,
+    word_match,
 )
 from test_resolver import CATALOG
 
@@ -129,3 +131,44 @@ def test_a_placeholder_without_candidates_has_no_support() -> None:
     assert features(placeholder, ()) == dict.fromkeys(FEATURES, 0.0)
     support = shipped_calibration().support(placeholder, ())
     assert support is not None and support.confidence == 0.0 and not math.isnan(support.confidence)
+
+
+def test_the_question_tells_a_named_but_unknown_entity_from_a_known_one(memory: Memory) -> None:
+    # "Paris Hilton" is named in the question, but the memory knows only other Parises: the label is a span of
+    # the question that no label or alias of the memory matches. "Hamburg" is named and known.
+    hilton = parse(
+        "ASK WHERE { wd:entity0 wdt:relation0 wd:entity1 }\n"
+        "entity0 = [ENT] Paris Hilton [/ENT]\nrelation0 = [REL] country [/REL]\nentity1 = [ENT] Germany [/ENT]"
+    )
+    question = "Is Paris Hilton's country Germany?"
+    resolver = Resolver(memory)
+    asked = resolver.resolve(hilton, question)
+    bare = resolver.resolve(hilton)
+    signals = {e.placeholder.name: dict(e.support.features) for e in asked.evidence}  # type: ignore[union-attr]
+    assert signals["entity0"]["in_question"] == signals["entity0"]["unknown_span"] == 1.0
+    assert signals["entity1"]["in_question"] == 1.0 and signals["entity1"]["unknown_span"] == 0.0
+    # A relation named verbatim and known to the memory.
+    assert signals["relation0"]["in_question"] == 1.0 and signals["relation0"]["unknown_span"] == 0.0
+    for e in bare.evidence:
+        assert dict(e.support.features)["in_question"] == 0.0  # type: ignore[union-attr]
+    # Case, accents, spacing and a possessive do not hide a span.
+    keys = question_keys("Where was  ÉMILE Zola's  father born?")
+    assert {"emile zola", "father", "where was emile zola"} <= keys
+    hamburg = parse(HAMBURG)
+    on = resolver.resolve(hamburg, "How many people live in hamburg?")
+    assert dict(on.evidence[0].support.features)["unknown_span"] == 0.0  # type: ignore[union-attr]
+    assert dict(on.evidence[0].support.features)["in_question"] == 1.0  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="questions"):
+        resolver.resolve_many([hamburg], ["one", "two"])
+
+
+def test_word_match_tells_a_respelling_from_another_name() -> None:
+    assert word_match("Anthony Vivaldi", ["Antonio Vivaldi"]) > 0.7
+    assert word_match("Tim Burton", ["Richard Burton"]) < 0.3
+    # Containment either way, and an alias that fits, count in full; separators and case do not matter.
+    assert word_match("Padma Bhushan award", ["Padma Bhushan"]) == 1.0
+    assert word_match("Godot", ["Waiting for Godot"]) == 1.0
+    assert word_match("Ricky_Martin", ["enrique martin morales", "ricky martin"]) == 1.0
+    assert word_match("Walter Cronkite", []) == 0.0
+    placeholder = parse(HAMBURG).placeholders[0]
+    assert features(placeholder, (), surfaces=["hamburg"])["word_match"] == 0.0

@@ -188,16 +188,24 @@ def parse_outputs(
 def resolve_parsed(
     resolver: Resolver,
     parsed: Sequence[IntermediateQuery | IntermediateQueryError],
+    questions: Sequence[str | None] | None = None,
     *,
     label: str = "resolving",
     chunk: int = RESOLVE_CHUNK,
     reporter: Reporter = QUIET,
 ) -> list[Resolution | Refusal | IntermediateQueryError]:
-    """Each parsed query resolved (the resolve stage); parse errors pass through."""
+    """Each parsed query resolved (the resolve stage), with its question where given (as the pipeline
+    resolves them); parse errors pass through."""
     queries = [(i, q) for i, q in enumerate(parsed) if isinstance(q, IntermediateQuery)]
     results: list[Any] = list(parsed)
     with reporter.progress(label, len(queries)) as advance:
-        done = resolve_stage(resolver, [q for _, q in queries], chunk=chunk, advance=advance)
+        done = resolve_stage(
+            resolver,
+            [q for _, q in queries],
+            questions=[questions[i] for i, _ in queries] if questions is not None else None,
+            chunk=chunk,
+            advance=advance,
+        )
     for (i, _), result in zip(queries, done, strict=True):
         results[i] = result
     return results

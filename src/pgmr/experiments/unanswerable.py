@@ -114,7 +114,10 @@ def placeholder_rows(
                     "kind": ev.placeholder.kind,
                     "answerable": None if answerable is None else answerable[i],
                     "correct": best is not None and best.id in gold,
-                    "features": features(ev.placeholder, ev.candidates),
+                    # As the resolver computed them (with the question, where it had one).
+                    "features": dict(ev.support.features)
+                    if ev.support is not None
+                    else features(ev.placeholder, ev.candidates),
                 }
             )
     return rows

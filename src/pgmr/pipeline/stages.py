@@ -109,23 +109,29 @@ def resolve(
     resolver: Resolver,
     queries: Sequence[IntermediateQuery],
     *,
+    questions: Sequence[str | None] | None = None,
     chunk: int | None = None,
     advance: Advance | None = None,
     lock: AbstractContextManager[Any] | None = None,
 ) -> list[Resolution | Refusal | IntermediateQueryError]:
-    """Each query resolved, `chunk` at a time (None: all in one batch). A query the resolver cannot fill
-    must not cost its batch: the batch is then resolved one by one and that query alone ends as its error."""
+    """Each query resolved (with its question, where given: support reads it), `chunk` at a time (None: all in
+    one batch). A query the resolver cannot fill must not cost its batch: the batch is then resolved one by one
+    and that query alone ends as its error."""
     results: list[Resolution | Refusal | IntermediateQueryError] = []
+    asked = list(questions) if questions is not None else [None] * len(queries)
+    if len(asked) != len(queries):
+        raise ValueError(f"{len(queries)} queries but {len(asked)} questions")
     size = chunk or max(1, len(queries))
     for start in range(0, len(queries), size):
         part = queries[start : start + size]
+        part_questions = asked[start : start + size]
         with lock or nullcontext():
             try:
-                results.extend(resolver.resolve_many(part))
+                results.extend(resolver.resolve_many(part, part_questions))
             except IntermediateQueryError:
-                for query in part:
+                for query, question in zip(part, part_questions, strict=True):
                     try:
-                        results.append(resolver.resolve(query))
+                        results.append(resolver.resolve(query, question))
                     except IntermediateQueryError as exc:
                         results.append(exc)
         if advance is not None:
@@ -173,7 +179,14 @@ def prepare(
         parsed.append(item)
     if parsed:
         started = time.perf_counter()
-        verdicts = resolve(resolver, [i.query for i in parsed], chunk=chunk, advance=advance, lock=lock)  # type: ignore[misc]
+        verdicts = resolve(
+            resolver,
+            [i.query for i in parsed],  # type: ignore[misc]
+            questions=[i.question for i in parsed],
+            chunk=chunk,
+            advance=advance,
+            lock=lock,
+        )
         seconds = time.perf_counter() - started
         for item, verdict in zip(parsed, verdicts, strict=True):
             item.timer.stages.append(("resolve", seconds))

@@ -17,7 +17,7 @@ from pgmr.query.lexer import tokenize
 from pgmr.query.model import IntermediateQuery, Placeholder, placeholder_kind
 from pgmr.resolver.model import Candidate, PlaceholderEvidence, Refusal, Resolution
 from pgmr.resolver.ranking import Prior, normalize_label
-from pgmr.resolver.support import Calibration, shipped_calibration
+from pgmr.resolver.support import Calibration, question_keys, shipped_calibration
 
 
 class ResolutionError(RuntimeError):
@@ -123,18 +123,26 @@ class Resolver:
         label grounding asks: pgmr.resolver.grounding.Known)."""
         return normalize_label(text) in self.lexicon(kind).surfaces
 
-    def resolve(self, query: IntermediateQuery) -> Resolution | Refusal:
-        return self.resolve_many([query])[0]
+    def resolve(self, query: IntermediateQuery, question: str | None = None) -> Resolution | Refusal:
+        return self.resolve_many([query], [question])[0]
 
-    def resolve_many(self, queries: Sequence[IntermediateQuery]) -> list[Resolution | Refusal]:
-        """Batched: all placeholders of one kind across the queries are embedded and searched together."""
+    def resolve_many(
+        self, queries: Sequence[IntermediateQuery], questions: Sequence[str | None] | None = None
+    ) -> list[Resolution | Refusal]:
+        """Batched: all placeholders of one kind across the queries are embedded and searched together. With
+        `questions` (one per query, None where there is none), support also weighs whether each label is a
+        span of its question that the memory does not know (pgmr.resolver.support)."""
+        if questions is not None and len(questions) != len(queries):
+            raise ValueError(f"{len(queries)} queries but {len(questions)} questions")
         evidence: dict[tuple[int, str], PlaceholderEvidence] = {}
         describing = [any(p.description for p in q.placeholders) for q in queries]
+        keys = [question_keys(q) for q in questions] if questions is not None else None
         for kind in ("entity", "relation"):
             slots = [(i, p) for i, q in enumerate(queries) for p in q.placeholders if p.kind == kind]
             describes = [describing[i] for i, _ in slots]
+            spans = [keys[i] for i, _ in slots] if keys is not None else None
             for (i, p), ev in zip(
-                slots, self.candidates([p for _, p in slots], kind, describes), strict=True
+                slots, self.candidates([p for _, p in slots], kind, describes, spans), strict=True
             ):
                 evidence[(i, p.name)] = ev
         return [
@@ -142,10 +150,15 @@ class Resolver:
         ]
 
     def candidates(
-        self, placeholders: Sequence[Placeholder], kind: Kind, describing: Sequence[bool] | None = None
+        self,
+        placeholders: Sequence[Placeholder],
+        kind: Kind,
+        describing: Sequence[bool] | None = None,
+        questions: Sequence[frozenset[str]] | None = None,
     ) -> list[PlaceholderEvidence]:
         """Ranked candidates (the top k) for placeholders of one kind: one search with the label alone and, for
-        placeholders with a description, one with label and description."""
+        placeholders with a description, one with label and description. `questions`: each placeholder's
+        question spans (`pgmr.resolver.support.question_keys`), for its support."""
         if not placeholders:
             return []
         dictionary = self.memory.dictionary(kind)
@@ -180,6 +193,7 @@ class Resolver:
                 full_vector[i],
                 full_hits[i],
                 describing[i] if describing is not None else bool(p.description),
+                questions[i] if questions is not None else frozenset(),
             )
             for i, p in enumerate(placeholders)
         ]
@@ -194,6 +208,7 @@ class Resolver:
         full_vector: np.ndarray | None,
         full_hits: list[MemoryHit] | None,
         describing: bool,
+        question: frozenset[str] = frozenset(),
     ) -> PlaceholderEvidence:
         cfg = self.config
         lexicon = self.lexicon(placeholder.kind)
@@ -242,7 +257,13 @@ class Resolver:
             text,
             kept,
             cfg.threshold(placeholder.kind),
-            support=self.calibration.support(placeholder, kept),
+            support=self.calibration.support(
+                placeholder,
+                kept,
+                question=question,
+                known=key in lexicon.surfaces,
+                surfaces=sorted(lexicon.by_id.get(kept[0].id, ())) if kept else None,
+            ),
             min_confidence=cfg.min_confidence,
         )
 

@@ -25,6 +25,17 @@ The signals, each recorded per placeholder (`Support.features`):
     described     1 when the placeholder has a description
     prior         the best's prominence prior in [0, 1]
     rivals        other top-k candidates whose label or alias is also an exact match (homonyms)
+    in_question   1 when the label is, up to case and accents, a word span of the question
+    unknown_span  1 when the label is a span of the question and no label or alias of the memory (of its kind):
+                  the question names something the memory does not know by that name, which is what a
+                  removed entity looks like ("Walter Cronkite", whose nearest row is Walter Scott). Without
+                  the question (`pgmr resolve` on bare queries) both are 0.
+    word_match    how well the words of one side are all found in the other, for the best's label or alias that
+                  fits best: for each content word, its closest word on the other side (edit similarity); the
+                  weakest of them; the better of the two directions. A respelling keeps every word close
+                  ("Anthony Vivaldi" / "Antonio Vivaldi" 0.71), a name the memory lacks usually has a word that
+                  nothing matches ("Tim Burton" / "Richard Burton" 0.22), and a containment scores 1 ("Padma
+                  Bhushan award" / "Padma Bhushan"). Edit similarity of the whole label cannot tell these apart.
 
 A model may use a subset (its `features`); every signal is recorded whichever it uses.
 """
@@ -33,13 +44,17 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from rapidfuzz import fuzz
+
 from pgmr.query.model import Placeholder
+from pgmr.query.question import STOP_WORDS, question_spans
 from pgmr.resolver.model import Candidate, Support
 from pgmr.resolver.ranking import normalize_label
 
@@ -54,6 +69,9 @@ FEATURES: tuple[str, ...] = (
     "described",
     "prior",
     "rivals",
+    "in_question",
+    "unknown_span",
+    "word_match",
 )
 CALIBRATION_FILE = "calibration.json"
 EXACT = 0.999
@@ -63,13 +81,61 @@ class CalibrationError(ValueError):
     """A calibration file that does not describe the model this module computes."""
 
 
-def features(placeholder: Placeholder, candidates: Sequence[Candidate]) -> dict[str, float]:
-    """The signals of one placeholder's ranked candidates (the best first); all zero without candidates."""
+def question_keys(question: str | None, max_words: int = 12) -> frozenset[str]:
+    """Every word span of a question as `normalize_label` writes labels (what `in_question` looks up)."""
+    if not question:
+        return frozenset()
+    return frozenset(normalize_label(span) for span in question_spans(question, max_words))
+
+
+_SPLIT = re.compile(r"[\W_]+")
+
+
+def _content_words(text: str) -> list[str]:
+    words = [w for w in _SPLIT.split(normalize_label(text)) if w]
+    content = [w for w in words if w not in STOP_WORDS]
+    return content or words
+
+
+def _cover(words: Sequence[str], others: Sequence[str]) -> float:
+    """The weakest of `words`' closest matches among `others` (edit similarity, 0-1)."""
+    if not words or not others:
+        return 0.0
+    return min(max(fuzz.ratio(w, o) for o in others) / 100.0 for w in words)
+
+
+def word_match(label: str, surfaces: Sequence[str]) -> float:
+    """The `word_match` signal of `label` against a candidate's label and aliases (see the module docstring)."""
+    mine = _content_words(label)
+    best = 0.0
+    for surface in surfaces:
+        theirs = _content_words(surface)
+        best = max(best, _cover(mine, theirs), _cover(theirs, mine))
+        if best >= 1.0:
+            break
+    return best
+
+
+def features(
+    placeholder: Placeholder,
+    candidates: Sequence[Candidate],
+    *,
+    question: frozenset[str] = frozenset(),
+    known: bool | None = None,
+    surfaces: Sequence[str] | None = None,
+) -> dict[str, float]:
+    """The signals of one placeholder's ranked candidates (the best first); all zero without candidates.
+    `question`: the question's spans (`question_keys`); `known`: whether the label is a label or alias of the
+    memory (the resolver's lexicon says; without it, whether it is one of the best candidate's); `surfaces`:
+    the best candidate's label and aliases (without them, its label alone)."""
     if not candidates:
         return dict.fromkeys(FEATURES, 0.0)
     best = candidates[0]
     runner_up = candidates[1].similarity if len(candidates) > 1 else 0.0
     key = normalize_label(placeholder.label)
+    in_question = key in question
+    if known is None:
+        known = best.lexical >= EXACT
     return {
         "similarity": best.similarity,
         "margin": best.similarity - runner_up,
@@ -81,6 +147,9 @@ def features(placeholder: Placeholder, candidates: Sequence[Candidate]) -> dict[
         "described": float(bool(placeholder.description)),
         "prior": best.prior,
         "rivals": float(sum(c.lexical >= EXACT for c in candidates[1:])),
+        "in_question": float(in_question),
+        "unknown_span": float(in_question and not known),
+        "word_match": word_match(placeholder.label, surfaces or (best.label,)),
     }
 
 
@@ -147,12 +216,21 @@ class Calibration:
         if not 0.0 <= self.threshold <= 1.0:
             raise CalibrationError(f"the threshold is a probability in [0, 1], got {self.threshold}")
 
-    def support(self, placeholder: Placeholder, candidates: Sequence[Candidate]) -> Support | None:
-        """None for a kind without a model (then only the similarity thresholds can refuse it)."""
+    def support(
+        self,
+        placeholder: Placeholder,
+        candidates: Sequence[Candidate],
+        *,
+        question: frozenset[str] = frozenset(),
+        known: bool | None = None,
+        surfaces: Sequence[str] | None = None,
+    ) -> Support | None:
+        """None for a kind without a model (then only the similarity thresholds can refuse it); `question`,
+        `known` and `surfaces` as for `features`."""
         model = self.models.get(placeholder.kind)
         if model is None:
             return None
-        values = features(placeholder, candidates)
+        values = features(placeholder, candidates, question=question, known=known, surfaces=surfaces)
         confidence = model.probability(values) if candidates else 0.0
         return Support(round(confidence, 6), tuple((n, round(values[n], 6)) for n in FEATURES))
 
@@ -193,6 +271,8 @@ __all__ = [
     "LogisticModel",
     "Support",
     "features",
+    "question_keys",
     "shipped_calibration",
+    "word_match",
     "shipped_threshold",
 ]
