@@ -34,9 +34,17 @@ from pathlib import Path
 from typing import Any
 
 from pgmr.resolver.fitting import auc, fit_logistic
-from pgmr.resolver.support import FEATURES, Calibration, LogisticModel
+from pgmr.resolver.support import (
+    FEATURES,
+    NAMES_FILE,
+    Calibration,
+    LogisticModel,
+    names_to_json,
+    shipped_calibration,
+)
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "src/pgmr/resolver/calibration.json"
+NAMES = CALIBRATION.with_name(NAMES_FILE)
 # Finer at the low end, where P(right) of a garbled label sits.
 THRESHOLDS = sorted({*(round(0.0025 * i, 4) for i in range(40)), *(round(0.01 * i, 2) for i in range(101))})
 MAX_EM_LOSS = 0.03
@@ -196,7 +204,7 @@ def main_from_sweep(path: Path, write: bool) -> int:
     print_curve(curve)
     print("meeting:", [p["threshold"] for p in ok], "chosen:", json.dumps(best))
     if write:
-        shipped = Calibration.from_json(json.loads(CALIBRATION.read_text(encoding="utf-8")))
+        shipped = shipped_calibration()
         source = doc.get("source", {})
         provenance = {
             **shipped.provenance,
@@ -212,9 +220,41 @@ def main_from_sweep(path: Path, write: bool) -> int:
                 "chosen_at": datetime.now(UTC).isoformat(timespec="seconds"),
             },
         }
-        calibration = Calibration(shipped.models, best["threshold"], provenance)
+        calibration = Calibration(shipped.models, best["threshold"], provenance, shipped.names)
         CALIBRATION.write_text(json.dumps(calibration.to_json(), indent=1) + "\n")
         print(f"wrote {CALIBRATION} (threshold {best['threshold']}; the support models unchanged)")
+    return 0
+
+
+def write_names(data_dir: Path) -> int:
+    """The names the shipped generator was trained to write: every placeholder label of its training targets
+    (LC-QuAD 2.0 train without the validation carve, converted as `pgmr train` converts it), normalized.
+    Written beside the calibration, which then names the file (the support models are left as they are)."""
+    from pgmr.conversion import ConversionSummary, convert_records
+    from pgmr.datasets import load_named
+    from pgmr.datasets.splits import split_train_validation
+    from pgmr.kg.catalog import LabelCatalog
+    from pgmr.query import parse
+    from pgmr.resolver.ranking import normalize_label
+
+    train, _ = split_train_validation(load_named("lcquad2-train", data_dir).records)
+    names: dict[str, set[str]] = {"entity": set(), "relation": set()}
+    summary = ConversionSummary()
+    for record in convert_records(train, LabelCatalog.from_data_dir(data_dir), summary):
+        for placeholder in parse(record.intermediate).placeholders:
+            names[placeholder.kind].add(normalize_label(placeholder.label))
+    frozen = {kind: frozenset(v) for kind, v in names.items()}
+    provenance = {
+        "what": "normalized placeholder labels of the training targets of the shipped generator",
+        "dataset": "lcquad2-train without the validation carve (pgmr.datasets.splits)",
+        "records": summary.converted,
+        "command": "python " + " ".join(sys.argv),
+    }
+    NAMES.write_text(json.dumps(names_to_json(frozen, provenance), ensure_ascii=False, indent=0) + "\n")
+    shipped = shipped_calibration()
+    calibration = Calibration(shipped.models, shipped.threshold, shipped.provenance, frozen)
+    CALIBRATION.write_text(json.dumps(calibration.to_json(), indent=1) + "\n")
+    print(f"wrote {NAMES}: " + ", ".join(f"{len(v)} {k} names" for k, v in frozen.items()))
     return 0
 
 
@@ -245,7 +285,14 @@ def main() -> int:
         help="choose only the threshold, for the shipped support models, from the metrics.json of "
         "`pgmr experiment refusal --split validation` (every draft of the shipped generator, as ask resolves them)",
     )
+    ap.add_argument(
+        "--write-names",
+        action="store_true",
+        help=f"write {NAMES_FILE} (the generator's training names, the named_absent signal) and exit",
+    )
     args = ap.parse_args()
+    if args.write_names:
+        return write_names(args.data_dir)
     if args.from_sweep is not None:
         return main_from_sweep(args.from_sweep, args.write)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -320,6 +367,8 @@ def main() -> int:
                 "command": "python " + " ".join(sys.argv),
                 "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
             },
+            # The names the rows' named_absent signal was computed with.
+            shipped_calibration().names,
         )
         CALIBRATION.write_text(json.dumps(calibration.to_json(), indent=1) + "\n")
         print(f"wrote {CALIBRATION}")

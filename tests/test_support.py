@@ -17,8 +17,11 @@ from pgmr.resolver.support import (
     FEATURES,
     Calibration,
     CalibrationError,
+    NAMES_FILE,
     LogisticModel,
     features,
+    names_from_json,
+    names_to_json,
     question_keys,
     shipped_calibration,
     shipped_threshold,
@@ -93,7 +96,8 @@ def test_shipped_calibration_is_complete_and_from_validation() -> None:
     assert set(calibration.models) == {"entity", "relation"}
     assert 0.0 < calibration.threshold < 1.0
     assert "validation" in str(calibration.provenance["fitted_on"])
-    assert Calibration.from_json(json.loads(json.dumps(calibration.to_json()))) == calibration
+    names = names_to_json(calibration.names, {})
+    assert Calibration.from_json(json.loads(json.dumps(calibration.to_json())), names) == calibration
 
 
 def test_bad_calibrations_are_rejected() -> None:
@@ -172,3 +176,39 @@ def test_word_match_tells_a_respelling_from_another_name() -> None:
     assert word_match("Walter Cronkite", []) == 0.0
     placeholder = parse(HAMBURG).placeholders[0]
     assert features(placeholder, (), surfaces=["hamburg"])["word_match"] == 0.0
+
+
+def test_a_name_the_generator_knows_but_the_memory_lacks(memory: Memory) -> None:
+    # The generator was trained to write "Atlantis" and "population"; the memory knows "population" only.
+    names = {"entity": frozenset({"atlantis", "hamburg"}), "relation": frozenset({"population"})}
+    shipped = shipped_calibration()
+    calibration = Calibration(shipped.models, shipped.threshold, shipped.provenance, names)
+    resolver = Resolver(memory, calibration=calibration)
+    lost = {e.placeholder.name: dict(e.support.features) for e in resolver.resolve(parse(ATLANTIS)).evidence}  # type: ignore[union-attr]
+    assert lost["entity0"]["named_absent"] == 1.0
+    assert lost["relation0"]["named_absent"] == 0.0  # named, and the memory has it
+    found = dict(resolver.resolve(parse(HAMBURG)).evidence[0].support.features)  # type: ignore[union-attr]
+    assert found["named_absent"] == 0.0
+    # A garbled label is no name, and without names the signal is off.
+    garbled = ATLANTIS.replace("Atlantis", "Atlantisz")
+    assert dict(resolver.resolve(parse(garbled)).evidence[0].support.features)["named_absent"] == 0.0  # type: ignore[union-attr]
+    bare = Resolver(memory, calibration=Calibration(shipped.models, shipped.threshold, shipped.provenance))
+    assert dict(bare.resolve(parse(ATLANTIS)).evidence[0].support.features)["named_absent"] == 0.0  # type: ignore[union-attr]
+
+
+def test_names_travel_in_their_own_file_and_bad_ones_are_refused() -> None:
+    shipped = shipped_calibration()
+    # The shipped names are the training targets' labels: relations the generator writes are among them.
+    assert {"place of birth", "country of citizenship"} <= shipped.names["relation"]
+    assert len(shipped.names["entity"]) > 10_000
+    doc = shipped.to_json()
+    assert doc["names"] == NAMES_FILE and "entity" not in doc
+    names = {"entity": frozenset({"hamburg"}), "relation": frozenset()}
+    back = Calibration.from_json(doc, names_to_json(names, {"what": "test"}))
+    assert back.names == names
+    # Labels are normalized on reading, so a hand-written "Hamburg" still matches.
+    assert names_from_json({"entity": ["Hamburg"], "relation": []})["entity"] == {"hamburg"}
+    with pytest.raises(CalibrationError, match="list of strings"):
+        names_from_json({"entity": "hamburg", "relation": []})
+    with pytest.raises(CalibrationError, match="relation"):
+        names_from_json({"entity": []})

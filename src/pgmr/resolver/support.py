@@ -36,6 +36,11 @@ The signals, each recorded per placeholder (`Support.features`):
                   ("Anthony Vivaldi" / "Antonio Vivaldi" 0.71), a name the memory lacks usually has a word that
                   nothing matches ("Tim Burton" / "Richard Burton" 0.22), and a containment scores 1 ("Padma
                   Bhushan award" / "Padma Bhushan"). Edit similarity of the whole label cannot tell these apart.
+    named_absent  1 when the label is one of the names the generator was trained to write (`Calibration.names`:
+                  the labels of its training targets, shipped beside the calibration fitted on its outputs) and no
+                  label or alias of the memory: the generator means something precise that the memory does not
+                  hold ("place of birth" against a memory without P19), where a garbled label ("Bruticlatic ID")
+                  is neither. 0 without names.
 
 A model may use a subset (its `features`); every signal is recorded whichever it uses.
 """
@@ -46,7 +51,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -72,8 +77,10 @@ FEATURES: tuple[str, ...] = (
     "in_question",
     "unknown_span",
     "word_match",
+    "named_absent",
 )
 CALIBRATION_FILE = "calibration.json"
+NAMES_FILE = "names.json"
 EXACT = 0.999
 
 
@@ -123,11 +130,13 @@ def features(
     question: frozenset[str] = frozenset(),
     known: bool | None = None,
     surfaces: Sequence[str] | None = None,
+    names: frozenset[str] = frozenset(),
 ) -> dict[str, float]:
     """The signals of one placeholder's ranked candidates (the best first); all zero without candidates.
     `question`: the question's spans (`question_keys`); `known`: whether the label is a label or alias of the
     memory (the resolver's lexicon says; without it, whether it is one of the best candidate's); `surfaces`:
-    the best candidate's label and aliases (without them, its label alone)."""
+    the best candidate's label and aliases (without them, its label alone); `names`: the generator's names of
+    the placeholder's kind, normalized (`Calibration.names`)."""
     if not candidates:
         return dict.fromkeys(FEATURES, 0.0)
     best = candidates[0]
@@ -150,6 +159,7 @@ def features(
         "in_question": float(in_question),
         "unknown_span": float(in_question and not known),
         "word_match": word_match(placeholder.label, surfaces or (best.label,)),
+        "named_absent": float(key in names and not known),
     }
 
 
@@ -206,11 +216,13 @@ class LogisticModel:
 
 @dataclass(frozen=True)
 class Calibration:
-    """The fitted models (one per kind), the shipped refusal threshold and where they came from."""
+    """The fitted models (one per kind), the shipped refusal threshold, where they came from, and the names
+    (normalized labels, per kind) the generator they were fitted for was trained to write."""
 
     models: Mapping[str, LogisticModel]
     threshold: float
     provenance: Mapping[str, Any]
+    names: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.threshold <= 1.0:
@@ -230,33 +242,76 @@ class Calibration:
         model = self.models.get(placeholder.kind)
         if model is None:
             return None
-        values = features(placeholder, candidates, question=question, known=known, surfaces=surfaces)
+        values = features(
+            placeholder,
+            candidates,
+            question=question,
+            known=known,
+            surfaces=surfaces,
+            names=self.names.get(placeholder.kind, frozenset()),
+        )
         confidence = model.probability(values) if candidates else 0.0
         return Support(round(confidence, 6), tuple((n, round(values[n], 6)) for n in FEATURES))
 
     def to_json(self) -> dict[str, Any]:
+        """The calibration file; the names, when there are any, live in their own file (NAMES_FILE), which this
+        one names."""
         return {
             "threshold": self.threshold,
             "models": {kind: m.to_json() for kind, m in self.models.items()},
+            **({"names": NAMES_FILE} if self.names else {}),
             "provenance": dict(self.provenance),
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Calibration:
+    def from_json(cls, data: Mapping[str, Any], names: Mapping[str, Any] | None = None) -> Calibration:
+        """`names`: the content of the names file (`names_to_json`), where the calibration names one."""
         try:
             models = {str(k): LogisticModel.from_json(v) for k, v in data["models"].items()}
-            return cls(models, float(data["threshold"]), dict(data.get("provenance") or {}))
+            return cls(
+                models,
+                float(data["threshold"]),
+                dict(data.get("provenance") or {}),
+                names_from_json(names) if names is not None else {},
+            )
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             if isinstance(exc, CalibrationError):
                 raise
             raise CalibrationError(f"bad calibration: {exc}") from None
 
 
+def names_to_json(names: Mapping[str, frozenset[str]], provenance: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "provenance": dict(provenance),
+        **{kind: sorted(names.get(kind, ())) for kind in ("entity", "relation")},
+    }
+
+
+def names_from_json(data: Mapping[str, Any]) -> dict[str, frozenset[str]]:
+    names: dict[str, frozenset[str]] = {}
+    for kind in ("entity", "relation"):
+        values = data.get(kind) if isinstance(data, Mapping) else None
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise CalibrationError(f"bad names file: {kind!r} must be a list of strings")
+        # Normalized again, so a hand-edited file cannot hold a name that never matches.
+        names[kind] = frozenset(normalize_label(v) for v in values)
+    return names
+
+
 @lru_cache(maxsize=1)
 def shipped_calibration() -> Calibration:
-    """The calibration that ships in the package (read once)."""
-    text = resources.files("pgmr.resolver").joinpath(CALIBRATION_FILE).read_text(encoding="utf-8")
-    return Calibration.from_json(json.loads(text))
+    """The calibration that ships in the package, with the names file it names (read once)."""
+    package = resources.files("pgmr.resolver")
+    data = json.loads(package.joinpath(CALIBRATION_FILE).read_text(encoding="utf-8"))
+    names = None
+    if data.get("names"):
+        try:
+            names = json.loads(package.joinpath(str(data["names"])).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CalibrationError(
+                f"cannot read the calibration's names file {data['names']!r}: {exc}"
+            ) from None
+    return Calibration.from_json(data, names)
 
 
 def shipped_threshold() -> float:
@@ -269,8 +324,11 @@ __all__ = [
     "Calibration",
     "CalibrationError",
     "LogisticModel",
+    "NAMES_FILE",
     "Support",
     "features",
+    "names_from_json",
+    "names_to_json",
     "question_keys",
     "shipped_calibration",
     "word_match",
