@@ -192,6 +192,12 @@ def test_a_name_the_generator_knows_but_the_memory_lacks(memory: Memory) -> None
     # A garbled label is no name, and without names the signal is off.
     garbled = ATLANTIS.replace("Atlantis", "Atlantisz")
     assert dict(resolver.resolve(parse(garbled)).evidence[0].support.features)["named_absent"] == 0.0  # type: ignore[union-attr]
+    # The refusal says why in words.
+    strict = Resolver(memory, ResolverConfig(min_confidence=0.999), calibration=calibration)
+    refused = strict.resolve(parse(ATLANTIS))
+    assert isinstance(refused, Refusal)
+    assert "entity0 'Atlantis'" in refused.reason
+    assert "names something the memory has no label or alias for" in refused.reason
     bare = Resolver(memory, calibration=Calibration(shipped.models, shipped.threshold, shipped.provenance))
     assert dict(bare.resolve(parse(ATLANTIS)).evidence[0].support.features)["named_absent"] == 0.0  # type: ignore[union-attr]
 

@@ -90,6 +90,10 @@ class PlaceholderEvidence:
             signals = dict(self.support.features)
             why = f"confidence {self.support.confidence:.3f} < threshold {self.min_confidence:.3f}"
             weak = []
+            if signals.get("named_absent", 0.0) >= 1.0:
+                weak.append("the label names something the memory has no label or alias for")
+            elif signals.get("unknown_span", 0.0) >= 1.0:
+                weak.append("the question names it, but the memory has no label or alias for that name")
             if signals.get("exact", 1.0) < 1.0:
                 weak.append(f"the label is no label or alias of it (edit similarity {best.lexical:.2f})")
             if signals.get("margin", 1.0) < 0.02:
