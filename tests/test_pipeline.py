@@ -252,7 +252,11 @@ def test_no_probe_with_a_result_falls_back_to_the_top_combination(pipeline: Pipe
         "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\n"
         "entity0 = [ENT] Hamburg [/ENT]\nrelation0 = [REL] head of state [/REL]"
     )
-    lenient = _variant(pipeline, max_probes=3, entity_threshold=0.0, relation_threshold=0.0)
+    # Refusal off: the small test memory lacks "head of state", a name the shipped generator knows, which the
+    # shipped refusal rightly refuses (tests/test_support.py); this test is about the KG fallback.
+    lenient = _variant(
+        pipeline, max_probes=3, entity_threshold=0.0, relation_threshold=0.0, min_confidence=0.0
+    )
     result = lenient.resolve_text(text)
     assert result.status == "empty" and result.choice == "fallback"
     assert len(result.probes) == 3 and not any(p.has_result for p in result.probes)
@@ -629,7 +633,9 @@ def test_cli_ask_shows_candidates_query_and_answers(parts: Parts) -> None:
 
 
 def test_cli_ask_json_and_refusal(parts: Parts) -> None:
-    result = runner.invoke(_app(), [*_ask_args(parts, ATLANTIS, "--threshold", "0.8", "--json")])
+    # 0.5: the small test memory has no prior for P35, which the shipped model weighs (an exact relation label
+    # without prior or question span comes out near 0.6); Atlantis is far below either way.
+    result = runner.invoke(_app(), [*_ask_args(parts, ATLANTIS, "--threshold", "0.5", "--json")])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["status"] == "refused" and payload["unsupported"] == ["entity0"]
