@@ -15,9 +15,9 @@ from pgmr.resolver import Refusal, Resolution, Resolver, ResolverConfig
 from pgmr.resolver.fitting import auc, fit_logistic
 from pgmr.resolver.support import (
     FEATURES,
+    NAMES_FILE,
     Calibration,
     CalibrationError,
-    NAMES_FILE,
     LogisticModel,
     features,
     names_from_json,
