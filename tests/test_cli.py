@@ -170,11 +170,12 @@ def test_demo_runs_on_the_data_dir_and_builds_its_memory(data_dir: Path, tmp_pat
             str(memory),
             "--out",
             str(tmp_path / "demo"),
-            # The shipped threshold is calibrated on the full memory, where a made-up name lands on an obscure
-            # entry; in this small memory every neighbour is a prominent ID (Zorblax Prime -> Berlin, confidence
-            # ~0.83), so the refusal example is shown at a stricter threshold. The gold rows pass it (~0.95).
+            # The shipped threshold is calibrated on the full memory; in this small memory every neighbour is a
+            # prominent ID, so a made-up name is less clearly unsupported (Zorblax Prime -> Berlin, confidence
+            # ~0.52, against the shipped 0.55) and the refusal example is shown at a stricter threshold. The
+            # oracle's gold rows pass it (~0.89: the demo hands the oracle no question, so no question signals).
             "--threshold",
-            "0.9",
+            "0.8",
         ],
     )
     assert result.exit_code == 0, result.output

@@ -96,8 +96,10 @@ def test_ask_refusal_and_boolean(client: httpx.Client) -> None:
 
 
 def test_resolve_runs_an_intermediate_query(client: httpx.Client) -> None:
-    body = client.post("/resolve", json={"query": TARGETS[HAMBURG]}).json()
-    assert body["status"] == "answered" and body["question"] is None
+    # With the question, support also reads that "Hamburg" is a span of it; without one, label-only "Hamburg"
+    # beside its homonym in this small memory (no prior to tell them apart) is under the shipped threshold.
+    body = client.post("/resolve", json={"query": TARGETS[HAMBURG], "question": HAMBURG}).json()
+    assert body["status"] == "answered" and body["question"] == HAMBURG, body.get("reason")
     assert body["mapping"] == {"entity0": "Q1055", "relation0": "P1082"}
     assert body["answers"][0]["value"] == "1841179"
     unrun = client.post("/resolve", json={"query": TARGETS[PARIS], "execute": False}).json()

@@ -30,8 +30,10 @@ from sparql_server import FaultProxy, OxigraphServer
 from test_pipeline import HAMBURG, PARIS, TARGETS, Parts
 from test_service import running_server, wait_for_health
 
-# One query, no KG-check probes (kg_check is off below): each /resolve costs exactly one delayed store call.
+# One query, no KG-check probes (kg_check is off below): each /resolve costs exactly one delayed store call. With
+# its question, so that support reads the label as a span of it and the query resolves (test_service.py).
 QUERY = TARGETS[HAMBURG]
+RESOLVE = {"query": QUERY, "question": HAMBURG}
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +108,7 @@ def test_a_full_queue_answers_503_with_retry_after_at_once(
 
         watcher = threading.Thread(target=observe)
         watcher.start()
-        results = _post_all(url, [{"query": QUERY}] * 12)
+        results = _post_all(url, [RESOLVE] * 12)
         watcher.join()
 
         ok = [(r, s) for r, s in results if r.status_code == 200]
@@ -127,7 +129,7 @@ def test_a_full_queue_answers_503_with_retry_after_at_once(
 
         # Afterwards the service answers normally, with nothing left in flight.
         with httpx.Client(base_url=url, timeout=30.0) as client:
-            after = client.post("/resolve", json={"query": QUERY})
+            after = client.post("/resolve", json=RESOLVE)
             assert after.status_code == 200 and after.json()["status"] == "answered"
             load = client.get("/health").json()["load"]
         assert load["in_progress"] == 0 and load["queued"] == 0
@@ -144,7 +146,7 @@ def test_the_deadline_answers_504_on_time_and_the_work_finishes_in_the_backgroun
         # A is at work (at the slow store) past its deadline; B, sent just after, waits for A's worker past
         # its own deadline (B alone would take milliseconds: it does not run on the store).
         with ThreadPoolExecutor(max_workers=2) as pool:
-            first = pool.submit(_post, url, {"query": QUERY})
+            first = pool.submit(_post, url, RESOLVE)
             time.sleep(0.2)
             second = pool.submit(_post, url, {"query": TARGETS[PARIS], "execute": False})
             results = [first.result(), second.result()]
@@ -163,7 +165,7 @@ def test_the_deadline_answers_504_on_time_and_the_work_finishes_in_the_backgroun
             while client.get("/health").json()["load"]["in_progress"]:
                 assert time.monotonic() < deadline, "the background work never finished"
                 time.sleep(0.1)
-            after = client.post("/resolve", json={"query": QUERY})
+            after = client.post("/resolve", json=RESOLVE)
             assert after.status_code == 200 and after.json()["status"] == "answered"
         assert len(proxy.requests) == 2  # A's query reached the store once, and the one after it
 
