@@ -7,12 +7,10 @@ the choice must see every draft as `pgmr ask` resolves them):
         --predictions artifacts/rerank/validation.drafts.jsonl
     .venv/bin/python scripts/fit_refusal.py --from-sweep artifacts/refusal-calibration/validation/metrics.json --write
 
-Refitting the support model itself (one output per question per file; the shipped models pool both members'
-drafts of the ensemble, split out of the drafts file by scripts/split_drafts.py):
+Refitting the support model itself (every draft of every file is pooled: the shipped models are fitted on both
+members' drafts of the ensemble; a file of one prediction per question gives one draft each):
 
-    .venv/bin/python scripts/split_drafts.py artifacts/rerank/validation.drafts.jsonl -o artifacts/refusal-calibration/drafts
-    .venv/bin/python scripts/fit_refusal.py --label supported \
-        --predictions artifacts/refusal-calibration/drafts/seq2seq.jsonl artifacts/refusal-calibration/drafts/structured.jsonl
+    .venv/bin/python scripts/fit_refusal.py --label supported --predictions artifacts/rerank/validation.drafts.jsonl
 
 The outputs are resolved (no refusal) against the full memory and against the entity-removed and
 relation-removed memories (pgmr.experiments.unanswerable); every placeholder's signals and whether its best
@@ -51,16 +49,28 @@ MAX_EM_LOSS = 0.03
 
 
 def collect(predictions: Path, data_dir: Path, memory_dir: Path | None, seed: int) -> list[dict[str, Any]]:
+    """Every draft of `predictions` (each member's, for an ensemble's drafts file; else the one prediction)
+    resolved against the full and the two reduced memories: one row per draft and memory, with its source."""
     from pgmr.config import default_memory_dir
     from pgmr.datasets import load_named
     from pgmr.evaluation.metrics import query_exact_match
-    from pgmr.experiments.common import load_predictions, parse_outputs, resolve_parsed, shared_encoder
+    from pgmr.experiments.common import load_drafts, parse_outputs, resolve_parsed, shared_encoder
     from pgmr.experiments.unanswerable import VARIANTS, build_set, placeholder_rows
     from pgmr.memory import Memory, read_manifest
     from pgmr.query import IntermediateQueryError
     from pgmr.resolver import Resolution, Resolver
 
     records = list(load_named("lcquad2-validation", data_dir).records)
+    drafts = {
+        r.id: {d.source: d.text for d in ds}
+        for r, ds in zip(records, load_drafts(predictions, records), strict=True)
+    }
+    sources = list(dict.fromkeys(source for texts in drafts.values() for source in texts))
+    lacking = [qid for qid, texts in drafts.items() if set(texts) != set(sources)]
+    if lacking:
+        raise SystemExit(
+            f"{predictions}: not every question has a draft of each of {sources} (e.g. {lacking[0]})"
+        )
     path = memory_dir or default_memory_dir()
     full = Memory.load(path, encoder=shared_encoder(read_manifest(path).encoder))
     sets: list[tuple[str, Any, list[Any], list[bool] | None]] = [("full", full, records, None)]
@@ -69,26 +79,28 @@ def collect(predictions: Path, data_dir: Path, memory_dir: Path | None, seed: in
         print(f"{variant}: {s.summary()}", file=sys.stderr)
         sets.append((variant, s.memory, list(s.records), list(s.answerable)))
     rows: list[dict[str, Any]] = []
-    for name, memory, recs, answerable in sets:
-        outputs = load_predictions(predictions, recs)
-        resolver = Resolver(memory)
-        questions = [r.question for r in recs]
-        parsed = parse_outputs(outputs, questions, known=resolver.knows)
-        results = resolve_parsed(resolver, parsed, questions, label=f"resolving ({name})")
-        placeholders = placeholder_rows(results, recs, answerable)
-        for i, (result, record) in enumerate(zip(results, recs, strict=True)):
-            em = isinstance(result, Resolution) and query_exact_match(result.sparql, record.sparql)
-            mine = [p for p in placeholders if p["question"] == i]
-            rows.append(
-                {
-                    "set": name,
-                    "id": record.id,
-                    "parsed": not isinstance(result, IntermediateQueryError),
-                    "answerable": True if answerable is None else answerable[i],
-                    "query_em": bool(em),
-                    "placeholders": [{k: p[k] for k in ("kind", "correct", "features")} for p in mine],
-                }
-            )
+    for source in sources:
+        for name, memory, recs, answerable in sets:
+            resolver = Resolver(memory)
+            questions = [r.question for r in recs]
+            outputs = [drafts[r.id][source] for r in recs]
+            parsed = parse_outputs(outputs, questions, known=resolver.knows)
+            results = resolve_parsed(resolver, parsed, questions, label=f"resolving {source} ({name})")
+            placeholders = placeholder_rows(results, recs, answerable)
+            for i, (result, record) in enumerate(zip(results, recs, strict=True)):
+                em = isinstance(result, Resolution) and query_exact_match(result.sparql, record.sparql)
+                mine = [p for p in placeholders if p["question"] == i]
+                rows.append(
+                    {
+                        "set": name,
+                        "id": record.id,
+                        "source": source,
+                        "parsed": not isinstance(result, IntermediateQueryError),
+                        "answerable": True if answerable is None else answerable[i],
+                        "query_em": bool(em),
+                        "placeholders": [{k: p[k] for k in ("kind", "correct", "features")} for p in mine],
+                    }
+                )
     return rows
 
 
@@ -264,8 +276,8 @@ def main() -> int:
         "--predictions",
         type=Path,
         nargs="+",
-        help="one output per question in each file (several files: their placeholders are pooled, e.g. one file "
-        "per ensemble member)",
+        help="drafts files (`pgmr generate` of an ensemble: every member's draft) or files of one prediction per "
+        "question; every draft of every file is pooled",
     )
     ap.add_argument(
         "--generator", default="models/pgmr-ensemble", help="what wrote the predictions (provenance)"
@@ -303,9 +315,7 @@ def main() -> int:
         if args.predictions is None:
             ap.error("--predictions or --rows")
         rows = [
-            {**row, "source": path.name}
-            for path in args.predictions
-            for row in collect(path, args.data_dir, args.memory, args.seed)
+            row for path in args.predictions for row in collect(path, args.data_dir, args.memory, args.seed)
         ]
         rows_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     names = [n for n in args.features.split(",") if n]
@@ -357,7 +367,7 @@ def main() -> int:
                 "fitted_on": "lcquad2-validation (LC-QuAD 2.0 train, carved: pgmr.datasets.splits)",
                 "generator": args.generator,
                 "predictions": [str(p) for p in args.predictions] if args.predictions else str(args.rows),
-                # The prediction files the rows were resolved from (also when read back with --rows).
+                # The drafts' sources the rows were resolved from (also when read back with --rows).
                 "sources": sorted({str(r.get("source")) for r in rows if r.get("source")}),
                 "seed": args.seed,
                 "l2": args.l2,
