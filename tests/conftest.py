@@ -21,3 +21,11 @@ def parts(tmp_path_factory: pytest.TempPathFactory, encoder: object):  # type: i
     from test_pipeline import build_parts
 
     return build_parts(tmp_path_factory, encoder)
+
+
+@pytest.fixture(scope="session")
+def tiny_structured(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A tiny structured model trained on 40 real records (test_structured.build_tiny_run), once per session."""
+    from test_structured import build_tiny_run
+
+    return build_tiny_run(tmp_path_factory)

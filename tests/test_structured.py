@@ -91,8 +91,13 @@ def test_frames_reproduce_every_gold_skeleton_of_real_records() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """40 real records, their properties plus 200 others, a 1-layer MiniLM, 120 steps of 8."""
+def tiny_run(tiny_structured):  # type: ignore[no-untyped-def]
+    return tiny_structured
+
+
+def build_tiny_run(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """40 real records, their properties plus 200 others, a 1-layer MiniLM, 120 steps of 8 (conftest's
+    session fixture `tiny_structured`: the relation ranker's tests train on it too)."""
     if not (DATA_DIR / "lcquad2").is_dir():
         pytest.skip("no ../shared/data")
     from pgmr.conversion import ConversionSummary, convert_records

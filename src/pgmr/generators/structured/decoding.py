@@ -18,6 +18,7 @@ from pgmr.generators.structured.frames import (
     render_template,
 )
 from pgmr.generators.structured.model import Outputs, StructuredModel, best_spans
+from pgmr.generators.structured.ranker import RelationRanker, choice_text
 from pgmr.generators.structured.targets import Vocabulary
 from pgmr.query.model import IntermediateQuery, Placeholder
 
@@ -116,10 +117,54 @@ def _span_text(question: str, offsets: Sequence[tuple[int, int]], first: int, la
     return question[offsets[first][0] : offsets[last][1]].strip()
 
 
+def rerank_relations(
+    ranker: RelationRanker,
+    relation_logp: torch.Tensor,
+    slots: Sequence[int],
+    questions: Sequence[str],
+    vocab: Vocabulary,
+) -> dict[tuple[int, int], list[tuple[int, float]]]:
+    """Per (question, relation slot) in use, the structured model's top_k properties ordered by the ranker's
+    combined score, each with its probability: the combined scores' softmax over the top_k times the share
+    of the structured model's probability the top_k hold. All pairs go through the ranker in one call."""
+    k = min(ranker.config.top_k, relation_logp.shape[-1])
+    keys: list[tuple[int, int]] = []
+    candidates: list[tuple[list[int], list[float]]] = []
+    pairs: list[tuple[str, str]] = []
+    for b, n in enumerate(slots):
+        for r in range(min(n, relation_logp.shape[1])):
+            best = torch.topk(relation_logp[b, r], k)
+            indexes = [int(i) for i in best.indices]
+            keys.append((b, r))
+            candidates.append((indexes, [float(v) for v in best.values]))
+            pairs.extend(
+                (questions[b], choice_text(vocab.relations[i].label, vocab.relations[i].description))
+                for i in indexes
+            )
+    if not pairs:
+        return {}
+    scores = ranker.scores(pairs)
+    out = {}
+    for n, (key, (indexes, logps)) in enumerate(zip(keys, candidates, strict=True)):
+        combined = ranker.combine(logps, scores[n * k : (n + 1) * k])
+        top = max(combined)
+        weights = [math.exp(c - top) for c in combined]
+        mass = sum(math.exp(lp) for lp in logps) / sum(weights)
+        order = sorted(range(k), key=lambda j: -combined[j])
+        out[key] = [(indexes[j], weights[j] * mass) for j in order]
+    return out
+
+
 def decode_frames(
-    outputs: Outputs, templates: torch.Tensor, encoded: Encoded, vocab: Vocabulary, max_span_tokens: int
+    outputs: Outputs,
+    templates: torch.Tensor,
+    encoded: Encoded,
+    vocab: Vocabulary,
+    max_span_tokens: int,
+    ranker: RelationRanker | None = None,
 ) -> list[Frame]:
-    """One frame per question for the given template indexes (the argmax, or a reranker's choice)."""
+    """One frame per question for the given template indexes (the argmax, or a reranker's choice); with a
+    `ranker`, relation slots take the ranker's order of the structured model's top candidates."""
     template_probs = outputs.template.float().softmax(-1)
     ent_first, ent_last, ent_score = best_spans(
         outputs.entity_start.float(), outputs.entity_end.float(), max_span_tokens
@@ -129,11 +174,17 @@ def decode_frames(
     )
     choice_probs = outputs.entity_choice.float().softmax(-1)
     relation_logp = outputs.relation.float().log_softmax(-1)
+    counts = [placeholder_counts(vocab.templates[int(templates[b])]) for b in range(len(encoded.questions))]
+    reranked = (
+        rerank_relations(ranker, relation_logp, [n for _, n in counts], encoded.questions, vocab)
+        if ranker is not None
+        else {}
+    )
     frames = []
     for b, question in enumerate(encoded.questions):
         t = int(templates[b])
         template = vocab.templates[t]
-        n_entities, n_relations = placeholder_counts(template)
+        n_entities, n_relations = counts[b]
         offsets = encoded.offsets[b]
         entities = []
         for e in range(n_entities):
@@ -150,13 +201,18 @@ def decode_frames(
         taken: set[int] = set()
         for r in range(n_relations):
             # The same property is one placeholder: a template's relation slots are distinct properties.
-            scores = relation_logp[b, r].clone()
-            if taken:
-                scores[list(taken)] = float("-inf")
-            k = int(scores.argmax())
+            ranked = reranked.get((b, r))
+            if ranked is not None and (free := [(k, p) for k, p in ranked if k not in taken]):
+                k, p = free[0]
+            else:
+                scores = relation_logp[b, r].clone()
+                if taken:
+                    scores[list(taken)] = float("-inf")
+                k = int(scores.argmax())
+                p = math.exp(float(scores[k]))
             taken.add(k)
             c = vocab.relations[k]
-            relations.append(SlotValue(c.label, c.description, math.exp(float(scores[k]))))
+            relations.append(SlotValue(c.label, c.description, p))
         literals = []
         literal_conf = []
         for index, _ in literal_marks(template):
@@ -188,6 +244,7 @@ def predict_frames(
     max_length: int,
     lexicon: RelationLexicon,
     device: str = "cpu",
+    ranker: RelationRanker | None = None,
 ) -> list[Frame]:
     """What generation writes for a batch of questions: the argmax template and its slot values."""
     enc = encode_questions(tokenizer, questions, max_length, lexicon)
@@ -199,7 +256,7 @@ def predict_frames(
         enc.span_ends.to(device),
         relation_features=features.to(device) if features is not None else None,
     )
-    return decode_frames(out, out.template.argmax(-1).cpu(), enc, vocab, model.heads.max_span_tokens)
+    return decode_frames(out, out.template.argmax(-1).cpu(), enc, vocab, model.heads.max_span_tokens, ranker)
 
 
 _WORDS = re.compile(r"\w+")

@@ -8,6 +8,7 @@ from typing import Any
 
 from pgmr.generators.base import check_generate_inputs, generate_in_length_order
 from pgmr.generators.structured.decoding import Frame, RelationLexicon, predict_frames
+from pgmr.generators.structured.ranker import RelationRanker
 from pgmr.generators.structured.store import load_model
 from pgmr.precision import DEFAULT_PRECISION, inference_dtype
 
@@ -18,9 +19,16 @@ class StructuredGenerator:
     mode = "pgmr"
 
     def __init__(
-        self, model: Any, tokenizer: Any, vocab: Any, card: dict[str, Any], device: str = "cpu"
+        self,
+        model: Any,
+        tokenizer: Any,
+        vocab: Any,
+        card: dict[str, Any],
+        device: str = "cpu",
+        ranker: RelationRanker | None = None,
     ) -> None:
         self.model = model.to(device)
+        self.ranker = ranker
         self.tokenizer = tokenizer
         self.vocab = vocab
         self.card = card
@@ -34,12 +42,16 @@ class StructuredGenerator:
     ) -> StructuredGenerator:
         """Decoding options of the seq2seq backends (beams, copy bias) do not apply and are ignored.
         `precision`: the weights' format for inference (pgmr.precision); probabilities are computed in float32
-        whatever it is."""
+        whatever it is. A card naming a `relation_ranker` directory (relative to the model's) loads it too."""
         from pgmr.generators.seq2seq.card import resolve_model_dir
 
         dtype = inference_dtype(precision, device)
-        model, tokenizer, vocab, card = load_model(resolve_model_dir(path))
-        return cls(model.to(dtype=dtype), tokenizer, vocab, card, device)
+        directory = resolve_model_dir(path)
+        model, tokenizer, vocab, card = load_model(directory)
+        ranker = None
+        if card.get("relation_ranker"):
+            ranker = RelationRanker.load((directory / str(card["relation_ranker"])).resolve(), device, dtype)
+        return cls(model.to(dtype=dtype), tokenizer, vocab, card, device, ranker)
 
     def frames(self, questions: Sequence[str], *, batch_size: int = 16) -> list[Frame]:
         check_generate_inputs(self.mode, questions, None, batch_size)
@@ -54,6 +66,7 @@ class StructuredGenerator:
                 self.max_source_len,
                 self.lexicon,
                 self.device,
+                self.ranker,
             )
 
         return generate_in_length_order(items, batch_size, run, len)

@@ -10,6 +10,7 @@ import torch
 from pgmr.generators.structured.decoding import RelationLexicon, predict_frames
 from pgmr.generators.structured.frames import apply_transform, literal_marks
 from pgmr.generators.structured.model import StructuredModel
+from pgmr.generators.structured.ranker import RelationRanker
 from pgmr.generators.structured.targets import FrameTarget, Vocabulary
 
 
@@ -26,15 +27,19 @@ def evaluate(
     max_source_len: int,
     canonical: dict[str, str],
     lexicon: RelationLexicon,
+    ranker: RelationRanker | None = None,
 ) -> dict[str, float]:
-    """Component and whole-frame accuracy of what generation writes (predicted templates), on `targets`."""
+    """Component and whole-frame accuracy of what generation writes (predicted templates), on `targets`;
+    with a relation `ranker`, as the generator that uses it writes."""
     model.eval()
     counts = dict.fromkeys(
         ("template", "entity", "entity_n", "relation", "relation_n", "literal", "literal_n", "frame"), 0
     )
     for start in range(0, len(targets), 64):
         chunk = list(targets[start : start + 64])
-        frames = predict_frames(model, tokenizer, vocab, [t.question for t in chunk], max_source_len, lexicon)
+        frames = predict_frames(
+            model, tokenizer, vocab, [t.question for t in chunk], max_source_len, lexicon, ranker=ranker
+        )
         for t, f in zip(chunk, frames, strict=True):
             gold_template = canonical.get(t.template, t.template)
             ok_template = f.template == gold_template
