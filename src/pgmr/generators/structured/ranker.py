@@ -25,20 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerBase
 
 from pgmr.fsutil import replace_dir
 from pgmr.generators.seq2seq.card import MODEL_CARD
-from pgmr.generators.seq2seq.packing import dequantize, quantize
 from pgmr.generators.structured.model import mean_pool
+from pgmr.generators.structured.store import read_weights, write_weights
 
 BACKEND = "relation-ranker"
-PACKED = "weights.int8.safetensors"
-WEIGHTS = "weights.safetensors"
 ENCODER_CONFIG = "encoder_config.json"
-_SCALE = ".__scale__"
 # Property descriptions run long; the label and the description's start carry what tells properties apart.
 MAX_CHOICE_CHARS = 160
 
@@ -153,17 +149,7 @@ def save_ranker(
     tmp.mkdir(parents=True)
     tokenizer.save_pretrained(tmp)
     (tmp / ENCODER_CONFIG).write_text(model.encoder.config.to_json_string(), encoding="utf-8")
-    state = {k: v.detach().float().contiguous() for k, v in model.state_dict().items()}
-    if packed:
-        tensors: dict[str, torch.Tensor] = {}
-        for name, tensor in state.items():
-            if tensor.dim() == 2 and tensor.shape[0] >= 64:
-                tensors[name], tensors[name + _SCALE] = quantize(tensor)
-            else:
-                tensors[name] = tensor
-        save_file(tensors, str(tmp / PACKED))
-    else:
-        save_file(state, str(tmp / WEIGHTS))
+    write_weights(model, tmp, packed=packed)
     extra = {k: v for k, v in (card or {}).items() if k not in ("backend", "packed", *asdict(config))}
     full = {"backend": BACKEND, "packed": packed, **asdict(config), **extra}
     (tmp / MODEL_CARD).write_text(json.dumps(full, indent=2), encoding="utf-8")
@@ -191,23 +177,7 @@ def load_ranker(
     except (TypeError, ValueError) as exc:
         raise RelationRankerError(f"{directory}: bad settings in {MODEL_CARD}: {exc}") from None
     model = CrossEncoder(BertConfig.from_json_file(str(directory / ENCODER_CONFIG)))
-    if (directory / PACKED).is_file():
-        raw = load_file(str(directory / PACKED))
-        state = {
-            name: dequantize(t, raw[name + _SCALE]) if name + _SCALE in raw else t
-            for name, t in raw.items()
-            if not name.endswith(_SCALE)
-        }
-    elif (directory / WEIGHTS).is_file():
-        state = load_file(str(directory / WEIGHTS))
-    else:
-        raise RelationRankerError(f"{directory}: no {WEIGHTS} or {PACKED}")
-    result = model.load_state_dict(state, strict=False)
-    if result.missing_keys or result.unexpected_keys:
-        raise RelationRankerError(
-            f"{directory}: weights do not match the model (missing {result.missing_keys[:3]}, "
-            f"unexpected {result.unexpected_keys[:3]})"
-        )
+    read_weights(model, directory, RelationRankerError)
     model.eval()
     return model, AutoTokenizer.from_pretrained(directory), config, card
 

