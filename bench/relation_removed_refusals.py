@@ -75,24 +75,14 @@ def refused_answerable(rows_path: Path, threshold: float) -> dict[str, Any]:
 
 @torch.no_grad()
 def fallback(data_dir: Path, model_dir: Path, floors: list[float]) -> dict[str, Any]:
-    import random
-
     from pgmr.datasets import load_named
-    from pgmr.experiments.unanswerable import gold_ids
+    from pgmr.experiments.unanswerable import gold_ids, removal
     from pgmr.generators.structured.decoding import encode_questions
     from pgmr.generators.structured.frames import placeholder_counts
     from pgmr.generators.structured.generator import StructuredGenerator
 
     records = list(load_named("lcquad2-validation", data_dir).records)
-    # The removal of pgmr.experiments.unanswerable.build_set (relation-removed, seed 0), without the memory.
-    chosen = [r for r in records if gold_ids(r, "relation")]
-    rng = random.Random(0)
-    order = list(range(len(chosen)))
-    rng.shuffle(order)
-    chosen = [chosen[i] for i in order]
-    relations = sorted({w for r in chosen for w in gold_ids(r, "relation")}, key=lambda w: (len(w), w))
-    rng.shuffle(relations)
-    removed = set(relations[: len(relations) // 2])
+    chosen, removed = removal("relation-removed", records, seed=0)  # as the refusal experiment removes them
     g = StructuredGenerator.load(model_dir)
     slots = []
     for i in range(0, len(chosen), 64):

@@ -13,6 +13,7 @@ validation, docs/generators.md) and can be run again after training without retr
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -41,6 +42,7 @@ def main() -> None:
     from pgmr.conversion import ConversionSummary, convert_records
     from pgmr.datasets import load_named
     from pgmr.datasets.splits import split_train_validation
+    from pgmr.generators.seq2seq.card import MODEL_CARD
     from pgmr.generators.structured.generator import StructuredGenerator
     from pgmr.generators.structured.ranker import RankerConfig, RelationRanker
     from pgmr.generators.structured.ranker_train import (
@@ -54,8 +56,9 @@ def main() -> None:
 
     data_dir = resolve_data_dir(args.data_dir)
     config = RankerTrainConfig(max_steps=args.max_steps, batch_size=args.batch_size, bf16=args.bf16)
-    done = (args.out / RANKER_DIR / "model_card.json").is_file() and (
-        RelationRanker.load(args.out / RANKER_DIR).card.get("trained", {}).get("steps") == config.max_steps
+    card = args.out / RANKER_DIR / MODEL_CARD
+    done = card.is_file() and (
+        json.loads(card.read_text(encoding="utf-8")).get("trained", {}).get("steps") == config.max_steps
     )
     if not done:
         catalog = LabelCatalog.from_data_dir(data_dir)

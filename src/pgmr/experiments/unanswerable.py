@@ -54,9 +54,8 @@ def gold_ids(record: QARecord, kind: str) -> set[str]:
     return {wid for wid in query_ids(record.sparql) if id_kind(wid) == kind}
 
 
-def build_set(variant: str, records: Sequence[QARecord], full: Memory, seed: int = 0) -> UnanswerableSet:
-    from pgmr.experiments.common import sub_memory
-
+def removal(variant: str, records: Sequence[QARecord], seed: int = 0) -> tuple[list[QARecord], set[str]]:
+    """The questions of `variant` in their seeded order, and the gold IDs it removes (no memory needed)."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     kind = "entity" if variant == "entity-removed" else "relation"
@@ -73,6 +72,14 @@ def build_set(variant: str, records: Sequence[QARecord], full: Memory, seed: int
         relations = sorted({wid for r in chosen for wid in gold_ids(r, kind)}, key=lambda w: (len(w), w))
         rng.shuffle(relations)
         removed = set(relations[: len(relations) // 2])
+    return chosen, removed
+
+
+def build_set(variant: str, records: Sequence[QARecord], full: Memory, seed: int = 0) -> UnanswerableSet:
+    from pgmr.experiments.common import sub_memory
+
+    chosen, removed = removal(variant, records, seed)
+    kind = "entity" if variant == "entity-removed" else "relation"
     answerable = tuple(not (gold_ids(r, kind) & removed) for r in chosen)
     dictionary = full.dictionary(kind)  # type: ignore[arg-type]
     keep = dictionary.ids() - removed
@@ -282,6 +289,7 @@ __all__ = [
     "DraftOutcome",
     "UnanswerableSet",
     "build_set",
+    "removal",
     "chosen_at",
     "draft_outcomes",
     "gold_ids",

@@ -26,7 +26,7 @@ from torch import nn
 from pgmr.generators.structured.ranker import CrossEncoder, RankerConfig, choice_text, save_ranker
 from pgmr.generators.structured.store import load_encoder
 from pgmr.generators.structured.targets import FrameTarget, Vocabulary, canonical_templates
-from pgmr.generators.structured.train import IGNORE, _atomic_torch_save, features
+from pgmr.generators.structured.train import IGNORE, _atomic_torch_save, conditioned_outputs, features
 
 log = logging.getLogger(__name__)
 CHECKPOINT = "checkpoint.pt"
@@ -74,22 +74,13 @@ def ranker_examples(
     """`generator`: a StructuredGenerator (its model, tokenizer, vocabulary and lexicon are used as trained)."""
     vocab: Vocabulary = generator.vocab
     canonical = canonical_templates(targets)
-    model = generator.model
     out: list[RankerExample] = []
     for i in range(0, len(targets), batch_size):
         batch = list(targets[i : i + batch_size])
         x = features(
             batch, vocab, generator.tokenizer, generator.max_source_len, canonical, generator.lexicon
         )
-        hidden = model.encode(x["input_ids"], x["attention_mask"])
-        relation_features = x["relation_features"]
-        outs = model.slot_outputs(
-            hidden,
-            x["attention_mask"],
-            x["condition"],
-            (x["span_starts"], x["span_ends"]),
-            relation_features.to(hidden.dtype) if relation_features is not None else None,
-        )
+        _, outs = conditioned_outputs(generator.model, x)
         logp = outs[3].float().log_softmax(-1)
         for b, target in enumerate(batch):
             golds = [int(g) for g in x["relation"][b] if int(g) != IGNORE]

@@ -123,7 +123,11 @@ def features(
     }
 
 
-def loss_of(model: StructuredModel, x: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+def conditioned_outputs(
+    model: StructuredModel, x: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """Template logits, and slot logits given the gold templates (`features`' "condition"), as training sees
+    them."""
     hidden = model.encode(x["input_ids"], x["attention_mask"])
     template_logits = model.template_logits(hidden, x["attention_mask"])
     outs = model.slot_outputs(
@@ -133,6 +137,11 @@ def loss_of(model: StructuredModel, x: dict[str, torch.Tensor]) -> tuple[torch.T
         (x["span_starts"], x["span_ends"]),
         x["relation_features"],
     )
+    return template_logits, outs
+
+
+def loss_of(model: StructuredModel, x: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    template_logits, outs = conditioned_outputs(model, x)
     ce = nn.functional.cross_entropy
     parts = {"template": ce(template_logits.float(), x["template"], ignore_index=IGNORE)}
     names = ("entity_start", "entity_end", "entity_choice", "relation", "literal_start", "literal_end")
