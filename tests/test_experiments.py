@@ -314,7 +314,7 @@ def test_bad_model_overrides_and_memory_are_clear_errors(
 
 
 def test_unknown_uri_trains_and_evaluates_on_held_out_entities(
-    data_dir: Path, memory_dir: Path, tmp_path: Path
+    data_dir: Path, memory_dir: Path, tmp_path: Path, tiny_structured: Any
 ) -> None:
     from pgmr.conversion.unknown_uri import entity_ids
 
@@ -383,6 +383,40 @@ def test_unknown_uri_trains_and_evaluates_on_held_out_entities(
         assert kept_doc["training"][mode] == doc["training"][mode]
     result = _invoke(data_dir, *again, "--test-share", "0.3")
     assert result.exit_code == 2 and "another split" in " ".join(result.output.split())
+
+    # The default's recipe on the split: the pgmr run's model and a structured model make the row
+    # pgmr-ensemble, its reranker fitted on the split's validation part. This structured model was trained on
+    # other records, which the experiment says.
+    ensemble_args = ["lcquad2-unknown-uri", "--out", str(out), "--memory", str(memory_dir), "--no-train"]
+    ensemble_args += ["--modes", "pgmr", "--limit", "5", "--test-share", "0.2", "--max-new-tokens", "8"]
+    result = _invoke(data_dir, *ensemble_args, "--structured", str(tiny_structured[0]))
+    assert result.exit_code == 0, result.output
+    assert "not trained on this split" in " ".join(result.output.split())
+    doc = _metrics(out)
+    entry = doc["systems"]["pgmr-ensemble"]
+    assert entry["status"] == "ok" and entry["overall"]["n"] == min(5, len(test_ids))
+    assert [m["name"] for m in entry["members"]] == ["seq2seq", "structured"]
+    ensemble = out / "runs" / "pgmr-ensemble"
+    reranker = json.loads((ensemble / "reranker.json").read_text())
+    assert set(reranker["weights"]) == {"seq2seq", "structured"}
+    validation = doc["training_data"]["validation_examples"]
+    assert doc["rerank"]["validation_questions"] == validation > 0
+    assert reranker["provenance"]["fit"] == doc["rerank"]
+    if doc["rerank"].get("fitted") is False:  # tiny models: no question where one draft is right, one wrong
+        assert not any(v for weights in reranker["weights"].values() for v in weights.values())
+    rows = list(read_jsonl(out / "pgmr-ensemble" / "predictions.jsonl"))
+    assert rows and all([d["source"] for d in r["drafts"]] == ["seq2seq", "structured"] for r in rows)
+    assert all(sum(d["chosen"] for d in r["drafts"]) == 1 for r in rows)
+    assert "pgmr-ensemble reranker" in (out / "report.md").read_text()
+    # Called again with the same members, the reranker is kept rather than fitted again.
+    written = (ensemble / "reranker.json").read_bytes()
+    result = _invoke(data_dir, *ensemble_args, "--structured", str(tiny_structured[0]))
+    assert result.exit_code == 0, result.output
+    assert "kept" in result.output and (ensemble / "reranker.json").read_bytes() == written
+    assert _metrics(out)["rerank"] == doc["rerank"]
+    # A model of another backend is refused with the reason.
+    result = _invoke(data_dir, *ensemble_args, "--structured", str(out / "runs" / "pgmr"))
+    assert result.exit_code == 2 and "pass a structured model" in " ".join(result.output.split())
 
 
 def test_qald10_scores_answers_on_the_store(

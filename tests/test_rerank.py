@@ -8,7 +8,6 @@ known. Ensembles on disk use the tiny trained model twice, under two names, thro
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -306,18 +305,10 @@ def test_experiment_rows_record_the_choice(tmp_path: Path, parts: Parts) -> None
 # -- fitting -----------------------------------------------------------------------------------------------------
 
 
-def _fit_script() -> Any:
-    path = Path(__file__).resolve().parents[1] / "scripts" / "fit_rerank.py"
-    spec = importlib.util.spec_from_file_location("fit_rerank", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_fitting_learns_to_trust_the_member_whose_support_tells() -> None:
     """Synthetic questions: member "a" is right when its support is high, "b" is right otherwise."""
-    fit_rerank = _fit_script()
+    from pgmr.experiments import rerank_fit
+
     questions = []
     for i in range(200):
         conf = (i % 20) / 20
@@ -325,9 +316,39 @@ def test_fitting_learns_to_trust_the_member_whose_support_tells() -> None:
         a = {"source": "a", "signals": {**signals, "min_confidence": conf}, "right": conf >= 0.5}
         b = {"source": "b", "signals": {**signals, "min_confidence": 0.5}, "right": conf < 0.5}
         questions.append({"id": str(i), "drafts": [a, b]})
-    reranker = fit_rerank.fit(questions, ["a", "b"], 1.0)
-    assert fit_rerank.accuracy(questions, fit_rerank.chooser(reranker)) >= 0.95
+    reranker = rerank_fit.fit(questions, ["a", "b"], 1.0)
+    assert rerank_fit.accuracy(questions, rerank_fit.chooser(reranker)) >= 0.95
     assert reranker.weights["a"]["min_confidence"] > 0
+    figures = rerank_fit.report(questions, ["a", "b"], held_out=50)
+    assert figures["questions"] == {"first": 50, "rest": 150}
+    right_a = sum(q["drafts"][0]["right"] for q in questions[:50]) / 50
+    assert figures["first"]["a alone"] == pytest.approx(right_a) and figures["first"]["oracle"] == 1.0
+    assert figures["first"]["reranked (fitted on the rest)"] >= 0.95
+    assert figures["rest"]["reranked (two-fold)"] >= 0.9
+    assert "first" not in rerank_fit.report(questions, ["a", "b"])  # nothing held out
+
+    same = [{"id": q["id"], "drafts": [{**d, "right": True} for d in q["drafts"]]} for q in questions]
+    with pytest.raises(rerank_fit.NothingToFit):
+        rerank_fit.fit(same, ["a", "b"])
+
+
+def test_draft_outcomes_resolve_every_draft_and_score_it_against_gold(parts: Parts) -> None:
+    from pgmr.datasets import QARecord
+    from pgmr.experiments.rerank_fit import draft_outcomes
+    from pgmr.pipeline import StageConfig
+    from pgmr.resolver import ResolverConfig
+
+    gold = {"1": QARecord("1", PARIS, "SELECT ?x WHERE { wd:Q167646 wdt:P1376 ?x }", "test")}
+    drafts = [(Draft("garbled", GARBLED), Draft("model", TARGETS[PARIS]))]
+    stages = StageConfig(resolver=ResolverConfig())
+    resolver = Resolver(_memory(parts), stages.resolver)
+    (question,) = draft_outcomes(["1"], [PARIS], drafts, gold, resolver, stages)
+    assert [(d["source"], d["right"]) for d in question["drafts"]] == [("garbled", False), ("model", True)]
+    garbled, model = (d["signals"] for d in question["drafts"])
+    assert set(model) == set(FEATURES) and model["resolved"] == garbled["resolved"] == 1.0
+    assert model["min_confidence"] > garbled["min_confidence"]
+    with pytest.raises(ValueError, match="no gold query"):
+        draft_outcomes(["2"], [PARIS], drafts, gold, resolver, stages)
 
 
 # -- the KG check across drafts -----------------------------------------------------------------------------------

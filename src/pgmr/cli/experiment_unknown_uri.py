@@ -74,6 +74,12 @@ def lcquad2_unknown_uri(
     anneal_to_budget: bool = typer.Option(
         False, help="Learning rate reaches 0 at --max-steps or --max-minutes, whichever is first"
     ),
+    structured: Path | None = typer.Option(
+        None,
+        help="A structured model trained on this split (scripts/train_unknown_uri_structured.py): adds the row "
+        "pgmr-ensemble, the default's recipe (the pgmr run + this model, reranker fitted on the split's "
+        "validation part)",
+    ),
 ) -> None:
     """Re-split LC-QuAD 2.0 so that no test entity occurs in training, train the models on it (same preset
     and budget each; resumable run dirs under --out), evaluate them on its test part."""
@@ -105,6 +111,7 @@ def lcquad2_unknown_uri(
             candidate_description_words=word_limit(candidate_description_words),
             bf16=bf16,
             anneal_to_budget=anneal_to_budget,
+            structured=structured,
         )
     except ValueError as exc:
         print_error(exc)
