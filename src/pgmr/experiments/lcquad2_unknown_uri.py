@@ -321,18 +321,10 @@ def _ensemble(
         return spec, earlier["provenance"].get("fit")
 
     from pgmr.experiments.predict import generate_draft_lists
-    from pgmr.generators.trained import load_trained
+    from pgmr.experiments.systems import load_model
 
     settings = ws.settings
-    generator = load_trained(
-        directory,
-        settings.device,
-        num_beams=settings.num_beams,
-        max_new_tokens=settings.max_new_tokens,
-        copy_bias=settings.copy_bias,
-        relation_copy_bias=settings.relation_copy_bias,
-        precision=settings.precision,
-    )
+    generator = load_model(directory, settings)
     questions = [r.question for r in validation_part]
     drafts = generate_draft_lists(
         generator,

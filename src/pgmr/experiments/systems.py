@@ -113,13 +113,13 @@ def needs_memory(specs: Sequence[SystemSpec]) -> bool:
     return any(not s.missing and (s.mode in PGMR_MODES or s.mode in RAG_MODES) for s in specs)
 
 
-def load_generator(spec: SystemSpec, settings: ExperimentSettings) -> Generator:
+def load_model(model_dir: Path, settings: ExperimentSettings) -> Generator:
+    """The trained generator at `model_dir`, decoding as the experiment's settings say (an ensemble may lack
+    its reranker here: `load_generator` checks that)."""
     from pgmr.generators.trained import load_trained
-    from pgmr.pipeline.rerank import RerankerError, reranker_of
 
-    assert spec.model_dir is not None
-    generator = load_trained(
-        spec.model_dir,
+    return load_trained(
+        model_dir,
         settings.device,
         num_beams=settings.num_beams,
         max_new_tokens=settings.max_new_tokens,
@@ -127,6 +127,13 @@ def load_generator(spec: SystemSpec, settings: ExperimentSettings) -> Generator:
         relation_copy_bias=settings.relation_copy_bias,
         precision=settings.precision,
     )
+
+
+def load_generator(spec: SystemSpec, settings: ExperimentSettings) -> Generator:
+    from pgmr.pipeline.rerank import RerankerError, reranker_of
+
+    assert spec.model_dir is not None
+    generator = load_model(spec.model_dir, settings)
     try:  # an ensemble that cannot choose among its drafts fails before minutes of generation
         reranker_of(generator)
     except RerankerError as exc:
@@ -151,4 +158,12 @@ def decoding_info(generator: Generator) -> dict[str, Any]:
     }
 
 
-__all__ = ["SystemSpec", "card_summary", "decoding_info", "load_generator", "needs_memory", "system_spec"]
+__all__ = [
+    "SystemSpec",
+    "card_summary",
+    "decoding_info",
+    "load_generator",
+    "load_model",
+    "needs_memory",
+    "system_spec",
+]
