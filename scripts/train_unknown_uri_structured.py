@@ -8,9 +8,9 @@ same conversion, seed, test share and 8% validation carve of the pool, `pgmr.dat
 entity is seen in training and the kept checkpoint is chosen on that split's own validation part. The recipe is
 models/pgmr-structured's (10,000 steps of 32, lr 1e-3 / encoder 1e-4, 300 warm-up steps, paraphrases,
 bfloat16), through the same trainer as `pgmr train --preset structured`: resumable (rerun the same command; a
-checkpoint from other data is refused), the kept model in OUT/model. Not yet done by any command: the
-experiment's ensemble row (this member, the split's seq2seq member from `pgmr experiment lcquad2-unknown-uri`, and
-a reranker fitted on the split's validation part).
+checkpoint from other data is refused), the kept model in OUT/model. The experiment's ensemble row takes it:
+
+    pgmr experiment lcquad2-unknown-uri --modes pgmr --max-steps 6000 --max-minutes 130 --bf16 --structured OUT
 """
 
 from __future__ import annotations
