@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The shipped default's recipe on the unknown-URI split, for the `pgmr-ensemble` row of
+# `pgmr experiment lcquad2-unknown-uri` (issue #18). Every step resumes where it stopped, so rerun it after an
+# interruption:
+#   1. the structured member, models/pgmr-structured's recipe (10,000 steps) on the split's training part
+#      (scripts/train_unknown_uri_structured.py; ~80 min alone on 2 CPU cores);
+#   2. the seq2seq member, models/pgmr-default's recipe (6,000 steps, bfloat16 for time; ~65 min), into
+#      OUT/experiment/runs/pgmr, with its row `pgmr`;
+#   3. the row `pgmr-ensemble`: both members, a reranker fitted on the split's validation part (~10 min).
+# The rows of the published run (docs/results/lcquad2-unknown-uri) that are not rerun are kept beside them.
+# Usage: scripts/unknown_uri_ensemble.sh [OUT (default runs/unknown-uri)] [DATA_DIR (default ../shared/data)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${1:-runs/unknown-uri}"
+DATA_DIR="${2:-../shared/data}"
+PYTHON="${PYTHON:-.venv/bin/python}"
+PGMR="${PGMR:-.venv/bin/pgmr}"
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
+
+if [ ! -f "$OUT/structured/model/model_card.json" ]; then
+  "$PYTHON" scripts/train_unknown_uri_structured.py -o "$OUT/structured" --data-dir "$DATA_DIR"
+fi
+"$PGMR" --data-dir "$DATA_DIR" experiment lcquad2-unknown-uri -o "$OUT/experiment" --modes pgmr \
+  --max-steps 6000 --max-minutes 130 --eval-steps 1000 --max-eval-examples 300 --bf16 --batch-size 32 \
+  --no-refusal --keep-from docs/results/lcquad2-unknown-uri --structured "$OUT/structured"
+echo "wrote $OUT/experiment: publish it with pgmr experiment results-doc"
