@@ -733,3 +733,17 @@ def test_models_line_names_trained_and_served_models() -> None:
         in line
     )
     assert "runs/rag" not in line  # only systems that ran are listed
+
+
+def test_the_margin_table_takes_the_unknown_uri_splits_ensemble_row_where_there_is_one() -> None:
+    from pgmr.experiments.results_doc import margins_table
+
+    def system(query_em: float, status: str = "ok") -> dict[str, Any]:
+        return {"status": status, "overall": {"query_em": query_em, "n": 10}, "train_steps": 1}
+
+    systems = {"pgmr": system(0.3), "pgmr-ensemble": system(0.4), "direct": system(0.0)}
+    table = margins_table({"lcquad2-unknown-uri": {"systems": systems}})
+    assert table is not None and "| unknown-URI | 10 | 40.00 | 0.00 | +40.00 |" in table
+    systems["pgmr-ensemble"] = system(0.4, "missing")
+    table = margins_table({"lcquad2-unknown-uri": {"systems": systems}})
+    assert table is not None and "| unknown-URI | 10 | 30.00 | 0.00 | +30.00 |" in table
