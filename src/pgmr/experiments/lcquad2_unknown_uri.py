@@ -276,7 +276,7 @@ def _ensemble(
     directory = ws.out_dir / "runs" / ENSEMBLE
     seq2seq = _spec("pgmr", ws.out_dir / "runs" / "pgmr", ws.settings.command)
     if seq2seq.missing:
-        make = f"train the pgmr run first: {seq2seq.how_to_make} --modes pgmr"
+        make = f"{seq2seq.how_to_make}, with pgmr among --modes: the ensemble's seq2seq member"
         return SystemSpec(ENSEMBLE, "pgmr", directory, None, make_command=make), None
     assert options.structured is not None and seq2seq.model_dir is not None
     try:
@@ -300,6 +300,17 @@ def _ensemble(
     for name, path in members:
         fingerprint.update(name.encode() + (path / MODEL_CARD).read_bytes())
     fingerprint.update(json.dumps(sorted(r.id for r in validation_part)).encode())
+    # Drafts decoded otherwise are other drafts: the reranker is fitted again.
+    settings = ws.settings
+    decoding = [
+        settings.num_beams,
+        settings.max_new_tokens,
+        settings.copy_bias,
+        settings.relation_copy_bias,
+        settings.precision,
+        settings.device,
+    ]
+    fingerprint.update(json.dumps(decoding).encode())
     card = {
         "backend": "ensemble",
         "mode": "pgmr",
@@ -323,7 +334,6 @@ def _ensemble(
     from pgmr.experiments.predict import generate_draft_lists
     from pgmr.experiments.systems import load_model
 
-    settings = ws.settings
     generator = load_model(directory, settings)
     questions = [r.question for r in validation_part]
     drafts = generate_draft_lists(
