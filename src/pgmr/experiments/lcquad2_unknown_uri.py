@@ -174,6 +174,8 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
             "for validation; use more data (--train-limit) or another --validation-share"
         )
 
+    # From this split's training part only (see the module docstring); what every resolver here uses.
+    prior = Prior(counts_from_sparql([r.sparql for r in split.train]))
     training: dict[str, Any] = {}
     systems: dict[str, Any] = {}
     resolver = None
@@ -183,8 +185,7 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
             training[mode] = _train(ws, mode, run_dir, train_part, validation_part, options)
         spec = _spec(mode, run_dir, ws.settings.command)
         if mode in ("pgmr", "rag-pgmr") and resolver is None and not spec.missing:
-            # Prior from this split's training part only (see the module docstring).
-            resolver = ws.resolver(prior=Prior(counts_from_sparql([r.sparql for r in split.train])))
+            resolver = ws.resolver(prior=prior)
         systems[mode] = run_system(
             ws,
             spec,
@@ -196,10 +197,6 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
         )
     rerank: dict[str, Any] | None = None
     if options.structured is not None:
-        from pgmr.resolver import Prior
-        from pgmr.resolver.priors import counts_from_sparql
-
-        prior = Prior(counts_from_sparql([r.sparql for r in split.train]))
         spec, rerank = _ensemble(ws, options, prior, validation_part)
         systems[ENSEMBLE] = run_system(
             ws,

@@ -26,7 +26,7 @@ from torch import nn
 from pgmr.generators.structured.ranker import CrossEncoder, RankerConfig, choice_text, save_ranker
 from pgmr.generators.structured.store import load_encoder
 from pgmr.generators.structured.targets import FrameTarget, Vocabulary, canonical_templates
-from pgmr.generators.structured.train import IGNORE, _atomic_torch_save, conditioned_outputs, features
+from pgmr.generators.structured.train import IGNORE, atomic_torch_save, conditioned_outputs, features
 
 log = logging.getLogger(__name__)
 CHECKPOINT = "checkpoint.pt"
@@ -162,7 +162,7 @@ def train_ranker(
     texts = [choice_text(c.label, c.description) for c in vocab.relations]
 
     def save_checkpoint() -> None:
-        _atomic_torch_save(
+        atomic_torch_save(
             {
                 "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),

@@ -204,7 +204,7 @@ class _CheckpointWriter:
 _MIDWAY = 1 << 20
 
 
-def _atomic_torch_save(obj: Any, path: Path) -> None:
+def atomic_torch_save(obj: Any, path: Path) -> None:
     """Into `<path>.tmp`, then renamed over `path`: a run killed while saving keeps the previous checkpoint."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:
@@ -302,7 +302,7 @@ def train_structured(
 
     def save_checkpoint() -> None:
         state["seconds"] = time.monotonic() - started
-        _atomic_torch_save(
+        atomic_torch_save(
             {
                 "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
