@@ -56,6 +56,23 @@ def direct_target(query: IntermediateQuery, mapping: dict[str, str]) -> str:
     return fill(query, mapping, prefixes=False)
 
 
+PARAPHRASE_SUFFIX = "~paraphrase"
+
+
+def with_paraphrases(records: Sequence[ConvertedRecord]) -> list[ConvertedRecord]:
+    """The records, then one copy of each record that carries a paraphrase (`meta["paraphrase"]`, LC-QuAD 2.0's
+    `paraphrased_question` or another question string) asking it in those words, with the same query.
+
+    Training data only: a validation or test record is asked one way. The copy's id is the record's plus
+    `PARAPHRASE_SUFFIX`, so that ids stay unique."""
+    extra = [
+        replace(record, id=f"{record.id}{PARAPHRASE_SUFFIX}", question=paraphrase)
+        for record in records
+        if (paraphrase := dict(record.meta).get("paraphrase")) and paraphrase != record.question
+    ]
+    return [*records, *extra]
+
+
 def build_examples(
     records: Sequence[ConvertedRecord],
     mode: str,
