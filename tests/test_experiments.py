@@ -414,6 +414,34 @@ def test_unknown_uri_trains_and_evaluates_on_held_out_entities(
     assert result.exit_code == 0, result.output
     assert "kept" in result.output and (ensemble / "reranker.json").read_bytes() == written
     assert _metrics(out)["rerank"] == doc["rerank"]
+    # A further member (here the pgmr run's model again, under another name) makes three drafts per question
+    # and a reranker fitted again, with weights for each.
+    three = [*ensemble_args, "--structured", str(tiny_structured[0])]
+    result = _invoke(data_dir, *three, "--member", f"again={out / 'runs' / 'pgmr'}")
+    assert result.exit_code == 0, result.output
+    assert "kept" not in result.output
+    assert [m["name"] for m in _metrics(out)["systems"]["pgmr-ensemble"]["members"]] == [
+        "seq2seq",
+        "structured",
+        "again",
+    ]
+    assert set(json.loads((ensemble / "reranker.json").read_text())["weights"]) == {
+        "seq2seq",
+        "structured",
+        "again",
+    }
+    rows = list(read_jsonl(out / "pgmr-ensemble" / "predictions.jsonl"))
+    assert rows and all(
+        [d["source"] for d in r["drafts"]] == ["seq2seq", "structured", "again"] for r in rows
+    )
+    # Members that cannot be: a name taken, no NAME=DIR, a direct-mode model.
+    for bad, says in (
+        (f"structured={out / 'runs' / 'pgmr'}", "member names must differ"),
+        (str(out / "runs" / "pgmr"), "write NAME=DIR"),
+        (f"direct={out / 'runs' / 'direct'}", "members are pgmr-mode models"),
+    ):
+        result = _invoke(data_dir, *three, "--member", bad)
+        assert result.exit_code == 2 and says in " ".join(result.output.split()), (bad, result.output)
     # A model of another backend is refused with the reason.
     result = _invoke(data_dir, *ensemble_args, "--structured", str(out / "runs" / "pgmr"))
     assert result.exit_code == 2 and "pass a structured model" in " ".join(result.output.split())

@@ -4,6 +4,7 @@ generation, resolution)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,25 @@ def test_decoder_only_lora_trains_and_generates_through_the_cli(
     args += ["--validation-share", "0.3", *TINY, "--preset", "llama-tiny", "--encoder-lr", "1e-4"]
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and "encoder" in result.output
+
+
+def test_paraphrases_are_extra_training_questions(data_dir: Path, tmp_path: Path) -> None:
+    rows = _train_rows()
+    for row in rows[::2]:
+        row["paraphrased_question"] = f"Tell me this: {row['question']}"
+    train = _jsonl(tmp_path / "train.jsonl", rows)
+
+    def trained(name: str, *extra: str) -> tuple[int, dict]:
+        run = tmp_path / name
+        args = ["--data-dir", str(data_dir), "train", "--mode", "pgmr", "--out", str(run), "--max-steps", "1"]
+        args += ["--train", str(train), "--validation-share", "0.3", *TINY, *extra]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        count = int(re.search(r"(\d+) training and \d+ validation examples", result.output)[1])  # type: ignore[index]
+        return count, json.loads((run / "model" / "model_card.json").read_text())["data"]
+
+    plain, plain_data = trained("plain")
+    more, data = trained("para", "--paraphrases")
+    # Each training record with a paraphrase is asked a second time; validation records are not.
+    assert "paraphrases" not in plain_data and 0 < data["paraphrases"] <= len(rows[::2])
+    assert more == plain + data["paraphrases"]

@@ -80,12 +80,19 @@ def lcquad2_unknown_uri(
         "pgmr-ensemble, the default's recipe (the pgmr run + this model, reranker fitted on the split's "
         "validation part)",
     ),
+    member: list[str] = typer.Option(
+        [],
+        "--member",
+        help="NAME=DIR: a further member of the pgmr-ensemble row, trained on this split "
+        "(scripts/train_unknown_uri_seq2seq.py); repeatable; needs --structured",
+    ),
 ) -> None:
     """Re-split LC-QuAD 2.0 so that no test entity occurs in training, train the models on it (same preset
     and budget each; resumable run dirs under --out), evaluate them on its test part."""
     from pgmr.experiments import lcquad2_unknown_uri as experiment
 
     try:
+        extra_members = tuple(_member(m) for m in member)
         options = experiment.UnknownUriOptions(
             modes=tuple(m.strip() for m in modes.split(",") if m.strip()),
             test_share=test_share,
@@ -112,6 +119,7 @@ def lcquad2_unknown_uri(
             bf16=bf16,
             anneal_to_budget=anneal_to_budget,
             structured=structured,
+            extra_members=extra_members,
         )
     except ValueError as exc:
         print_error(exc)
@@ -137,3 +145,10 @@ def lcquad2_unknown_uri(
         keep_from=keep_from,
     )
     execute(experiment.NAME, ws, lambda: experiment.run(ws, options))
+
+
+def _member(text: str) -> tuple[str, Path]:
+    name, sep, path = text.partition("=")
+    if not sep or not name.strip() or not path.strip():
+        raise ValueError(f"--member {text!r}: write NAME=DIR")
+    return name.strip(), Path(path.strip())

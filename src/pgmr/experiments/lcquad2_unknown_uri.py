@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 from pgmr.generators.base import RAG_MODES
 
 NAME = "lcquad2-unknown-uri"
-ENSEMBLE = "pgmr-ensemble"  # the row of the default's recipe (seq2seq + structured, reranked)
+ENSEMBLE = "pgmr-ensemble"  # the row of the default's recipe (seq2seq + structured [+ more], reranked)
 TITLE = "LC-QuAD 2.0, unknown-URI split: no test entity occurs in training"
 MODES_DEFAULT: tuple[str, ...] = ("pgmr", "direct")
 
@@ -81,6 +81,9 @@ class UnknownUriOptions:
     # it, the row `pgmr-ensemble` is the shipped default's recipe on this split (the pgmr run's seq2seq model and
     # this model, a reranker fitted on the split's validation part).
     structured: Path | None = None
+    # Further members of that ensemble, after the two (name, model dir), each trained on this split's training
+    # part (e.g. scripts/train_unknown_uri_seq2seq.py), as the shipped default's members beyond the two are.
+    extra_members: tuple[tuple[str, Path], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.modes:
@@ -90,6 +93,14 @@ class UnknownUriOptions:
             raise ValueError(f"unknown modes {unknown}")
         if not 0.0 < self.validation_share < 1.0:
             raise ValueError("validation_share must be in (0, 1)")
+        names = [name for name, _ in self.extra_members]
+        if self.extra_members and self.structured is None:
+            raise ValueError("further ensemble members need the structured one (--structured) too")
+        taken = [n for n in names if n in ("seq2seq", "structured") or names.count(n) > 1 or not n.strip()]
+        if taken:
+            raise ValueError(
+                f"member names must differ from each other and from seq2seq, structured: {taken}"
+            )
 
 
 def _convert(ws: Workspace, name: str) -> tuple[list[Any], dict[str, Any]]:
@@ -219,7 +230,11 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
         NAME,
         TITLE,
         settings={
-            "options": {**asdict(options), "structured": options.structured and str(options.structured)},
+            "options": {
+                **asdict(options),
+                "structured": options.structured and str(options.structured),
+                "extra_members": [[n, str(p)] for n, p in options.extra_members],
+            },
             "questions": len(test_records),
         },
         conversion={"lcquad2-train": train_info, "lcquad2-test": test_info},
@@ -257,9 +272,9 @@ def _spec(mode: str, run_dir: Path, command: str) -> SystemSpec:
 def _ensemble(
     ws: Workspace, options: UnknownUriOptions, prior: Any, validation_part: Sequence[Any]
 ) -> tuple[SystemSpec, dict[str, Any] | None]:
-    """The ensemble `<out>/runs/pgmr-ensemble`: a card naming the pgmr run's seq2seq model and
-    `options.structured`, and a reranker fitted on the split's validation part (refitted whenever either
-    member's card changes; kept otherwise). Returns its spec (missing while the pgmr run has no model) and the
+    """The ensemble `<out>/runs/pgmr-ensemble`: a card naming the pgmr run's seq2seq model,
+    `options.structured` and `options.extra_members`, and a reranker fitted on the split's validation part
+    (refitted whenever a member's card changes; kept otherwise). Returns its spec (missing while the pgmr run has no model) and the
     fit's figures."""
     import hashlib
     import os
@@ -276,23 +291,32 @@ def _ensemble(
         make = f"{seq2seq.how_to_make}, with pgmr among --modes: the ensemble's seq2seq member"
         return SystemSpec(ENSEMBLE, "pgmr", directory, None, make_command=make), None
     assert options.structured is not None and seq2seq.model_dir is not None
-    try:
-        structured_dir = resolve_model_dir(options.structured)
-        structured_card = read_model_card(structured_dir)
-    except ModelCardError as exc:
-        raise ExperimentError(f"--structured {options.structured}: {exc}") from None
-    if structured_card.get("backend") != "structured":
-        raise ExperimentError(
-            f"--structured {structured_dir}: a {structured_card.get('backend', 'seq2seq')!r} model; pass a "
-            "structured model (scripts/train_unknown_uri_structured.py trains one on this split)"
-        )
-    trained_on = " ".join(structured_card.get("run", {}).get("data", {}).get("datasets", []))
-    if f"{NAME} split (seed {options.seed})" not in trained_on:
-        ws.reporter.warn(
-            f"--structured {structured_dir} was not trained on this split ({trained_on or 'no data recorded'}): "
-            "its row is not the default's recipe on unseen entities"
-        )
-    members = [("seq2seq", seq2seq.model_dir), ("structured", structured_dir)]
+    members = [("seq2seq", seq2seq.model_dir)]
+    for flag, name, given in (
+        ("--structured", "structured", options.structured),
+        *(("--member", name, path) for name, path in options.extra_members),
+    ):
+        try:
+            member_dir = resolve_model_dir(given)
+            member_card = read_model_card(member_dir)
+        except ModelCardError as exc:
+            raise ExperimentError(f"{flag} {given}: {exc}") from None
+        backend = member_card.get("backend", "seq2seq")
+        if flag == "--structured" and backend != "structured":
+            raise ExperimentError(
+                f"--structured {member_dir}: a {backend!r} model; pass a structured model "
+                "(scripts/train_unknown_uri_structured.py trains one on this split)"
+            )
+        if backend == "ensemble" or member_card.get("mode", "pgmr") != "pgmr":
+            raise ExperimentError(f"{flag} {member_dir}: members are pgmr-mode models, not {backend!r} ones")
+        trained_on = " ".join(member_card.get("run", {}).get("data", {}).get("datasets", []))
+        trained_on = trained_on or " ".join(member_card.get("data", {}).get("datasets", []))
+        if f"{NAME} split (seed {options.seed})" not in trained_on:
+            ws.reporter.warn(
+                f"{flag} {member_dir} was not trained on this split ({trained_on or 'no data recorded'}): "
+                "its row is not the default's recipe on unseen entities"
+            )
+        members.append((name, member_dir))
     fingerprint = hashlib.sha256()
     for name, path in members:
         fingerprint.update(name.encode() + (path / MODEL_CARD).read_bytes())
@@ -314,8 +338,9 @@ def _ensemble(
         "members": [
             {"name": n, "path": os.path.relpath(p.resolve(), directory.resolve())} for n, p in members
         ],
-        "description": f"The default's recipe on the {NAME} split: both members trained on its training "
-        "part, the reranker fitted on its validation part (pgmr experiment lcquad2-unknown-uri --structured).",
+        "description": f"The default's recipe on the {NAME} split: every member trained on its training "
+        "part, the reranker fitted on its validation part (pgmr experiment lcquad2-unknown-uri --structured "
+        "[--member NAME=DIR ...]).",
     }
     directory.mkdir(parents=True, exist_ok=True)
     atomic_write_text(directory / MODEL_CARD, json.dumps(card, indent=1) + "\n")
