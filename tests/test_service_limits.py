@@ -82,6 +82,14 @@ def _post(url: str, body: dict, path: str = "/resolve") -> tuple[httpx.Response,
         return response, time.perf_counter() - started
 
 
+def _wait_until_at_work(url: str, seconds: float = 10.0) -> None:
+    with httpx.Client(base_url=url, timeout=5.0) as client:
+        give_up = time.perf_counter() + seconds
+        while client.get("/health").json()["load"]["in_progress"] < 1:
+            assert time.perf_counter() < give_up, "the first request never reached a worker"
+            time.sleep(0.01)
+
+
 def _error_code(response: httpx.Response) -> str:
     assert response.headers["content-type"].startswith("application/json"), response.text
     return response.json()["error"]["code"]
@@ -159,7 +167,7 @@ def test_the_deadline_answers_504_on_time_and_the_work_finishes_in_the_backgroun
         # its own deadline (B alone would take milliseconds: it does not run on the store).
         with ThreadPoolExecutor(max_workers=2) as pool:
             first = pool.submit(_post, url, RESOLVE)
-            time.sleep(0.2)
+            _wait_until_at_work(url)  # A holds the worker before B is sent, however slow the machine
             second = pool.submit(_post, url, {"query": TARGETS[PARIS], "execute": False})
             results = [first.result(), second.result()]
         codes = sorted(r.status_code for r, _ in results)
