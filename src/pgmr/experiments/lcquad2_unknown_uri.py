@@ -274,8 +274,8 @@ def _ensemble(
 ) -> tuple[SystemSpec, dict[str, Any] | None]:
     """The ensemble `<out>/runs/pgmr-ensemble`: a card naming the pgmr run's seq2seq model,
     `options.structured` and `options.extra_members`, and a reranker fitted on the split's validation part
-    (refitted whenever a member's card changes; kept otherwise). Returns its spec (missing while the pgmr run has no model) and the
-    fit's figures."""
+    (refitted whenever a member's card changes; kept otherwise). Returns its spec (missing while the pgmr run
+    has no model) and the fit's figures."""
     import hashlib
     import os
 
@@ -307,8 +307,11 @@ def _ensemble(
                 f"--structured {member_dir}: a {backend!r} model; pass a structured model "
                 "(scripts/train_unknown_uri_structured.py trains one on this split)"
             )
-        if backend == "ensemble" or member_card.get("mode", "pgmr") != "pgmr":
-            raise ExperimentError(f"{flag} {member_dir}: members are pgmr-mode models, not {backend!r} ones")
+        mode = member_card.get("mode", "pgmr")
+        if backend == "ensemble" or mode != "pgmr":
+            raise ExperimentError(
+                f"{flag} {member_dir}: members are pgmr-mode models; this is a {backend} model of mode {mode!r}"
+            )
         trained_on = " ".join(member_card.get("run", {}).get("data", {}).get("datasets", []))
         trained_on = trained_on or " ".join(member_card.get("data", {}).get("datasets", []))
         if f"{NAME} split (seed {options.seed})" not in trained_on:
