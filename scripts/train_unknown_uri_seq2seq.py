@@ -36,57 +36,31 @@ def main() -> None:
 
     from pgmr.config import resolve_data_dir
     from pgmr.datasets.splits import split_train_validation
-    from pgmr.experiments.lcquad2_unknown_uri import NAME, UnknownUriOptions, unknown_uri_split
+    from pgmr.experiments.lcquad2_unknown_uri import UnknownUriOptions, train_mode, unknown_uri_split
     from pgmr.experiments.settings import ExperimentSettings
     from pgmr.experiments.workspace import Workspace
-    from pgmr.generators.examples import build_examples, with_paraphrases
-    from pgmr.generators.seq2seq.train import TrainConfig
-    from pgmr.generators.trained import train_generator
 
-    recipe = UnknownUriOptions()
-    ws = Workspace(ExperimentSettings(data_dir=resolve_data_dir(args.data_dir), out_dir=args.out / "split"))
-    split, _, _ = unknown_uri_split(ws, recipe)
-    train_part, validation_part = split_train_validation(list(split.train), recipe.validation_share)
-    asked = train_part if args.no_paraphrases else with_paraphrases(train_part)
-    print(
-        f"unknown-URI split (seed {recipe.seed}): {len(train_part)} training records "
-        f"({len(asked) - len(train_part)} paraphrases added), {len(validation_part)} validation, "
-        f"{len(split.test)} test records"
-    )
-    words = recipe.max_description_words
-    config = TrainConfig(
-        preset=recipe.preset,
-        vocab_size=recipe.vocab_size,
-        max_source_len=recipe.max_source_len,
-        max_target_len=recipe.max_target_len,
-        batch_size=recipe.batch_size,
-        learning_rate=recipe.learning_rate,
-        encoder_learning_rate=recipe.encoder_learning_rate,
-        warmup_steps=recipe.warmup_steps,
+    recipe = UnknownUriOptions(
         max_steps=args.max_steps,
         max_minutes=args.max_minutes,
-        bf16=True,
         eval_steps=1000,
-        max_eval_examples=300,
-        seed=args.seed,
-        command=shlex.join(["python", "scripts/train_unknown_uri_seq2seq.py", *sys.argv[1:]]),
+        bf16=True,
+        paraphrases=not args.no_paraphrases,
+        train_seed=args.seed,
     )
-    result = train_generator(
-        build_examples(asked, "pgmr", max_description_words=words),
-        build_examples(validation_part, "pgmr", max_description_words=words),
-        args.out,
-        config,
-        data_info={
-            "datasets": [f"{NAME} split (seed {recipe.seed}), training part"],
-            "test_share": recipe.test_share,
-            "validation_share": recipe.validation_share,
-            "train_records": len(train_part),
-            "paraphrases": len(asked) - len(train_part),
-            "validation_records": len(validation_part),
-            "max_description_words": words,
-        },
+    command = shlex.join(["python", "scripts/train_unknown_uri_seq2seq.py", *sys.argv[1:]])
+    ws = Workspace(
+        ExperimentSettings(
+            data_dir=resolve_data_dir(args.data_dir), out_dir=args.out / "split", command=command
+        )
     )
-    print(f"kept model: {result.model_dir} (step {result.global_step}, validation {dict(result.metrics)})")
+    split, _, _ = unknown_uri_split(ws, recipe)
+    train_part, validation_part = split_train_validation(list(split.train), recipe.validation_share)
+    print(
+        f"unknown-URI split (seed {recipe.seed}): {len(train_part)} training, {len(validation_part)} "
+        f"validation, {len(split.test)} test records"
+    )
+    print(train_mode(ws, "pgmr", args.out, train_part, validation_part, recipe))
 
 
 if __name__ == "__main__":

@@ -75,6 +75,9 @@ class UnknownUriOptions:
     candidate_description_words: int | None = 8
     # RAG inputs carry the candidate block beside the question: at 64 tokens it would be cut to a few lines.
     rag_max_source_len: int = 256
+    # Each training record's paraphrased question as a second example (pgmr.generators.examples.with_paraphrases)
+    paraphrases: bool = False
+    train_seed: int = 42
     bf16: bool = False
     anneal_to_budget: bool = False
     # A structured model trained on this split's training part (scripts/train_unknown_uri_structured.py): with
@@ -193,7 +196,7 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
     for mode in options.modes:
         run_dir = ws.out_dir / "runs" / mode
         if options.train:
-            training[mode] = _train(ws, mode, run_dir, train_part, validation_part, options)
+            training[mode] = train_mode(ws, mode, run_dir, train_part, validation_part, options)
         spec = _spec(mode, run_dir, ws.settings.command)
         if mode in ("pgmr", "rag-pgmr") and resolver is None and not spec.missing:
             resolver = ws.resolver(prior=prior)
@@ -403,7 +406,7 @@ def _ensemble(
     return SystemSpec(ENSEMBLE, "pgmr", directory, directory, read_model_card(directory), explicit=True), fit
 
 
-def _train(
+def train_mode(
     ws: Workspace,
     mode: str,
     run_dir: Path,
@@ -411,8 +414,10 @@ def _train(
     validation_part: Sequence[Any],
     options: UnknownUriOptions,
 ) -> dict[str, Any]:
+    """Train (or resume) `mode`'s model into `run_dir` with the experiment's recipe (`options`); what the run
+    records of the training. scripts/train_unknown_uri_seq2seq.py trains further ensemble members with it."""
     from pgmr.config import default_memory_dir
-    from pgmr.generators.examples import build_examples
+    from pgmr.generators.examples import build_examples, with_paraphrases
     from pgmr.generators.rag import CONTEXT_CACHE_FILE, CandidateRetriever, ContextCache, memory_fingerprint
     from pgmr.generators.seq2seq.model import is_encoder_decoder_preset
     from pgmr.generators.seq2seq.train import TrainConfig
@@ -424,6 +429,10 @@ def _train(
         "max_description_words": options.max_description_words,
         "validation_share": options.validation_share,
     }
+    if options.paraphrases:
+        asked = with_paraphrases(train_part)
+        data_info["paraphrases"] = len(asked) - len(train_part)
+        train_part = asked
     if mode in RAG_MODES:
         candidates = CandidateRetriever(
             ws.memory,
@@ -472,6 +481,7 @@ def _train(
             bf16=options.bf16,
             eval_steps=options.eval_steps,
             max_eval_examples=options.max_eval_examples,
+            seed=options.train_seed,
             progress=ws.settings.progress,
             command=ws.settings.command,
         )
