@@ -96,6 +96,18 @@ def write_result(name: str, payload: dict[str, Any]) -> Path:
     return path
 
 
+def use_generate(generator: Any) -> None:
+    """Decode with transformers' generate instead of pgmr's greedy loop: every seq2seq generator in `generator`
+    (itself, or an ensemble's members). How the default ran before session 22."""
+    from pgmr.generators.ensemble import EnsembleGenerator
+    from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
+
+    members = [m for _, m in generator.members] if isinstance(generator, EnsembleGenerator) else [generator]
+    for member in members:
+        if isinstance(member, Seq2SeqGenerator):
+            member.own_loop = False
+
+
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
     t = Table(title=title)
     for i, c in enumerate(columns):

@@ -8,8 +8,11 @@ and, for an ensemble, reranked: `Pipeline.ask_many` without a store).
 Questions are the first N of LC-QuAD 2.0 test. The models take turns on every row (same questions, same
 process), so the ratios between them are what to read: the machine is noisy. A model may name its inference
 precision (pgmr.precision) after `@`: `models/pgmr-default@fp32` is the default of sessions 5-13 as it ran then
-(float32 model and query encoder); without one it runs as shipped (`auto`). The first model is the base of the
-ratios. Writes bench/results/generation_speed.json.
+(float32 model and query encoder); without one it runs as shipped (`auto`). A trailing `+generate` decodes
+seq2seq models with transformers' `generate` instead of pgmr's greedy loop (pgmr.generators.seq2seq.greedy,
+session 22): `models/pgmr-default@fp32+generate` is the default as it ran before session 22, the base that
+issue #18's speed bar compares with. The first model is the base of the ratios. Writes
+bench/results/generation_speed.json.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 
 import torch
 
-from _common import console, table, write_result
+from _common import console, table, use_generate, write_result
 from pgmr.config import default_memory_dir, resolve_data_dir
 from pgmr.datasets import load_named
 from pgmr.generators.ensemble import generate_drafts
@@ -63,7 +66,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--models", default="models/pgmr-default@fp32,models/pgmr-ensemble@fp32,models/pgmr-ensemble"
+        "--models", default="models/pgmr-default@fp32+generate,models/pgmr-ensemble@fp32,models/pgmr-ensemble"
     )
     parser.add_argument("--data-dir")
     parser.add_argument("--memory")
@@ -81,11 +84,17 @@ def main() -> None:
     memories: dict[str, Memory] = {}  # one per precision: the query encoder runs in it too
     pipelines = {}
     for model in models:
-        path, _, precision = model.partition("@")
+        spec, plus, loop = model.partition("+")
+        if plus and loop != "generate":
+            parser.error(f"{model}: the only decoding after '+' is 'generate'")
+        path, _, precision = spec.partition("@")
         precision = check_precision(precision or DEFAULT_PRECISION)
         if precision not in memories:
             memories[precision] = Memory.load(args.memory or default_memory_dir(), precision=precision)
-        pipeline = Pipeline(load_trained(path, precision=precision), memories[precision])
+        generator = load_trained(path, precision=precision)
+        if plus:
+            use_generate(generator)
+        pipeline = Pipeline(generator, memories[precision])
         pipeline.ask_many(questions[:4])  # warm-up: first calls pay for allocation and the lexicons
         pipelines[model] = pipeline
 

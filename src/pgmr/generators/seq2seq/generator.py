@@ -19,6 +19,7 @@ from pgmr.generators.base import PGMR_MODES, check_generate_inputs, check_mode, 
 from pgmr.generators.examples import model_sources
 from pgmr.generators.seq2seq.card import read_model_card, resolve_model_dir
 from pgmr.generators.seq2seq.copying import copy_bias_processor
+from pgmr.generators.seq2seq.greedy import GreedyDecoder, supports
 from pgmr.generators.seq2seq.model import SOURCE_TOKENIZER_DIR
 from pgmr.generators.seq2seq.packing import is_packed, load_packed
 from pgmr.precision import DEFAULT_PRECISION, inference_dtype
@@ -48,6 +49,7 @@ class Seq2SeqGenerator:
         relation_copy_bias: float = 0.0,
         copy_close: bool = DEFAULT_COPY_CLOSE,
         relation_copy_close: bool = DEFAULT_RELATION_COPY_CLOSE,
+        own_loop: bool = True,
     ) -> None:
         if num_beams < 1 or max_new_tokens < 1 or max_source_len < 1:
             raise ValueError("num_beams, max_new_tokens and max_source_len must be positive")
@@ -70,6 +72,10 @@ class Seq2SeqGenerator:
         self.copy_close = copy_close
         self.relation_copy_close = relation_copy_close
         self.card = card or {}
+        # Greedy decoding of BERT-decoder models runs in pgmr's own loop (greedy.py: the same tokens, several
+        # times faster at batch 1); False keeps transformers' generate, e.g. to measure the difference.
+        self.own_loop = own_loop
+        self._greedy: GreedyDecoder | None = None
 
     @classmethod
     def load(
@@ -84,11 +90,13 @@ class Seq2SeqGenerator:
         copy_close: bool = DEFAULT_COPY_CLOSE,
         relation_copy_close: bool = DEFAULT_RELATION_COPY_CLOSE,
         precision: str = DEFAULT_PRECISION,
+        own_loop: bool = True,
     ) -> Seq2SeqGenerator:
         """`path`: a model directory (with model_card.json) or the training output directory holding `model/`.
         Unset settings come from the card (what validation used); the copy bias defaults to
         DEFAULT_COPY_BIAS (chosen on LC-QuAD 2.0 validation, docs/generators.md). `precision`: the weights'
-        format for inference (pgmr.precision; `auto` is bfloat16 where the hardware computes it natively)."""
+        format for inference (pgmr.precision; `auto` is bfloat16 where the hardware computes it natively).
+        `own_loop`: greedy decoding in pgmr's loop where the model allows it (greedy.py), else `generate`."""
         dtype = inference_dtype(precision, device)
         model_dir = resolve_model_dir(path)
         card = read_model_card(model_dir)
@@ -108,6 +116,7 @@ class Seq2SeqGenerator:
             source_tokenizer=source_tokenizer,
             copy_close=copy_close,
             relation_copy_close=relation_copy_close,
+            own_loop=own_loop,
             **cls._card_settings(card, num_beams, max_new_tokens, copy_bias, relation_copy_bias),
         )
 
@@ -163,11 +172,39 @@ class Seq2SeqGenerator:
             num_beams=self.num_beams,
         )
 
+    def _greedy_decoder(self) -> GreedyDecoder | None:
+        """pgmr's greedy loop for this model, or None where `generate` decodes (beams, other architectures,
+        `own_loop` off, or a model config without the start, end and pad ids the loop needs)."""
+        if not self.own_loop or self.num_beams != 1 or not supports(self.model):
+            return None
+        config = self.model.config
+        if None in (config.decoder_start_token_id, config.pad_token_id) or not isinstance(
+            config.eos_token_id, int
+        ):
+            return None
+        if self._greedy is None or not self._greedy.matches(self.model):
+            self._greedy = GreedyDecoder(self.model)
+        return self._greedy
+
     def _generate_batch(self, sources: list[str], questions: list[str]) -> list[str]:
         processor = self._copy_processor(questions)
         encoded = self.source_tokenizer(
             sources, padding=True, truncation=True, max_length=self.max_source_len, return_tensors="pt"
         ).to(self.device)
+        greedy = self._greedy_decoder()
+        if greedy is not None:
+            generated = greedy.generate(
+                encoded["input_ids"],
+                encoded["attention_mask"],
+                max_new_tokens=self.max_new_tokens,
+                start_id=int(self.model.config.decoder_start_token_id),
+                eos_id=int(self.model.config.eos_token_id),
+                pad_id=int(self.model.config.pad_token_id),
+                processor=processor,
+            )
+            return self.tokenizer.batch_decode(
+                generated, skip_special_tokens=True, clean_up_tokenization_spaces=False
+            )
         with torch.inference_mode():
             generated = self.model.generate(
                 input_ids=encoded["input_ids"],
