@@ -116,7 +116,8 @@ def test_batched_resolution_equals_one_by_one(memory: Memory) -> None:
 
 def test_a_batch_embeds_and_searches_each_distinct_text_once(memory: Memory) -> None:
     """An ensemble's agreeing drafts, and the same relation across questions, cost one embedding each; the
-    result is what each query alone gets."""
+    result is what each query alone gets. Both kinds are embedded in one encoder call, and each kind's index
+    is searched once for labels and label-description texts together (a flat scan costs per call)."""
     texts = [
         "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\nentity0 = [ENT] Germany [/ENT]\nrelation0 = [REL] capital [/REL]",
         "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\nentity0 = [ENT] Germany [/ENT]\n"
@@ -124,24 +125,44 @@ def test_a_batch_embeds_and_searches_each_distinct_text_once(memory: Memory) -> 
         "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\nentity0 = [ENT] France [/ENT]\nrelation0 = [REL] capital [/REL]",
     ]
     encoder = memory.encoder
-    seen: list[str] = []
+    seen: list[list[str]] = []
+    searched: list[tuple[str, int]] = []
 
     class Counting:  # the real encoder, recording what it is asked to embed
         def __getattr__(self, name: str) -> object:
             return getattr(encoder, name)
 
         def encode(self, items: list[str], **kwargs: object) -> object:
-            seen.extend(items)
+            seen.append(list(items))
             return encoder.encode(items, **kwargs)
+
+    class CountingIndex:  # the real index, recording each search call
+        def __init__(self, kind: str, index: object) -> None:
+            self.kind, self.index = kind, index
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.index, name)
+
+        def search(self, vectors: object, k: int) -> object:
+            searched.append((self.kind, len(vectors)))  # type: ignore[arg-type]
+            return self.index.search(vectors, k)  # type: ignore[attr-defined]
 
     queries = [parse(t) for t in texts]
     single = [Resolver(memory).resolve(q) for q in queries]
+    dictionaries = {kind: memory.dictionary(kind) for kind in ("entity", "relation")}
+    indexes = {kind: d.index for kind, d in dictionaries.items()}
     memory.encoder = Counting()  # type: ignore[assignment]
+    for kind, d in dictionaries.items():
+        d.index = CountingIndex(kind, indexes[kind])  # type: ignore[assignment]
     try:
         batched = Resolver(memory).resolve_many(queries)
     finally:
         memory.encoder = encoder
-    assert sorted(seen) == sorted({"Germany", "France", "capital", "capital, seat of government"}), seen
+        for kind, d in dictionaries.items():
+            d.index = indexes[kind]  # type: ignore[assignment]
+    assert len(seen) == 1, seen
+    assert sorted(seen[0]) == sorted({"Germany", "France", "capital", "capital, seat of government"}), seen
+    assert searched == [("entity", 2), ("relation", 2)], searched
     assert [r.mapping_dict() for r in batched] == [r.mapping_dict() for r in single]  # type: ignore[union-attr]
     assert batched[0].mapping_dict()["entity0"] == "Q183"  # type: ignore[union-attr]
 

@@ -3,7 +3,7 @@ or a refusal naming the placeholders the memory does not support."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,6 +99,14 @@ class _Lexicon:
         return max((fuzz.ratio(key, s) for s in self.by_id.get(wikidata_id, ())), default=0.0) / 100
 
 
+def _search_texts(placeholders: Sequence[Placeholder]) -> list[str]:
+    """What `Resolver.candidates` embeds for these placeholders: each label, and label plus description where
+    there is a description."""
+    labels = [p.label for p in placeholders]
+    described = [placeholder_text(p) for p in placeholders if p.description]
+    return list(dict.fromkeys([*labels, *described]))
+
+
 class Resolver:
     def __init__(
         self,
@@ -137,13 +145,23 @@ class Resolver:
         evidence: dict[tuple[int, str], PlaceholderEvidence] = {}
         describing = [any(p.description for p in q.placeholders) for q in queries]
         keys = [question_keys(q) for q in questions] if questions is not None else None
-        for kind in ("entity", "relation"):
-            slots = [(i, p) for i, q in enumerate(queries) for p in q.placeholders if p.kind == kind]
+        kinds: tuple[Kind, ...] = ("entity", "relation")
+        slots_of = {
+            kind: [(i, p) for i, q in enumerate(queries) for p in q.placeholders if p.kind == kind]
+            for kind in kinds
+        }
+        # Both kinds' texts in one encoder call: per call the encoder costs more than per text.
+        texts = list(
+            dict.fromkeys(t for kind in kinds for t in _search_texts([p for _, p in slots_of[kind]]))
+        )
+        vectors = self.memory.encoder.encode(texts, batch_size=self.config.batch_size) if texts else None
+        encoded = dict(zip(texts, vectors, strict=True)) if vectors is not None else {}
+        for kind in kinds:
+            slots = slots_of[kind]
             describes = [describing[i] for i, _ in slots]
             spans = [keys[i] for i, _ in slots] if keys is not None else None
-            for (i, p), ev in zip(
-                slots, self.candidates([p for _, p in slots], kind, describes, spans), strict=True
-            ):
+            found = self.candidates([p for _, p in slots], kind, describes, spans, encoded=encoded)
+            for (i, p), ev in zip(slots, found, strict=True):
                 evidence[(i, p.name)] = ev
         return [
             self._decide(q, [evidence[(i, p.name)] for p in q.placeholders]) for i, q in enumerate(queries)
@@ -155,10 +173,13 @@ class Resolver:
         kind: Kind,
         describing: Sequence[bool] | None = None,
         questions: Sequence[frozenset[str]] | None = None,
+        *,
+        encoded: Mapping[str, np.ndarray] | None = None,
     ) -> list[PlaceholderEvidence]:
         """Ranked candidates (the top k) for placeholders of one kind: one search with the label alone and, for
         placeholders with a description, one with label and description. `questions`: each placeholder's
-        question spans (`pgmr.resolver.support.question_keys`), for its support."""
+        question spans (`pgmr.resolver.support.question_keys`), for its support. `encoded`: vectors of these
+        texts already embedded (text -> vector), where the caller embedded several kinds at once."""
         if not placeholders:
             return []
         dictionary = self.memory.dictionary(kind)
@@ -169,17 +190,24 @@ class Resolver:
         # distinct text is embedded and searched once.
         unique_labels = list(dict.fromkeys(labels))
         unique_texts = list(dict.fromkeys(texts[i] for i in described))
-        vectors = self.memory.encoder.encode(unique_labels + unique_texts, batch_size=self.config.batch_size)
+        wanted = unique_labels + unique_texts
+        if encoded is not None and all(t in encoded for t in wanted):
+            vectors = np.stack([encoded[t] for t in wanted])
+        else:
+            vectors = self.memory.encoder.encode(wanted, batch_size=self.config.batch_size)
         label_at = {text: k for k, text in enumerate(unique_labels)}
         text_at = {text: k for k, text in enumerate(unique_texts)}
-        unique_label_hits = dictionary.search_vectors(vectors[: len(unique_labels)], k=self.config.search_k)
+        # One search for both kinds of text: a flat index is scanned once per call, whatever the number of
+        # queries (at batch 1 the scan is most of the resolver's time).
+        hits = dictionary.search_vectors(vectors, k=self.config.search_k)
+        unique_label_hits = hits[: len(unique_labels)]
         label_vectors = [vectors[label_at[label]] for label in labels]
         label_hits = [unique_label_hits[label_at[label]] for label in labels]
         full_hits: list[list[MemoryHit] | None] = [None] * len(placeholders)
         full_vector: list[np.ndarray | None] = [None] * len(placeholders)
         if described:
             full_vectors = vectors[len(unique_labels) :]
-            unique_full_hits = dictionary.search_vectors(full_vectors, k=self.config.search_k)
+            unique_full_hits = hits[len(unique_labels) :]
             for i in described:
                 k = text_at[texts[i]]
                 full_hits[i], full_vector[i] = unique_full_hits[k], full_vectors[k]
