@@ -117,3 +117,22 @@ def test_the_loop_follows_the_model_to_another_precision() -> None:
     second = generator._greedy_decoder()
     assert second is not None and second is not first and second.dtype == torch.bfloat16
     assert len(generator.generate(QUESTIONS[:2])) == 2
+
+
+def test_prepacked_bfloat16_weights_change_no_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The oneDNN-packed bfloat16 weights (a speed-up) give F.linear's exact numbers, and the same text as the
+    loop without packing."""
+    from pgmr.generators.seq2seq import greedy
+
+    generator = Seq2SeqGenerator.load(SEQ2SEQ, precision="bf16")
+    decoder = generator._greedy_decoder()
+    assert decoder is not None
+    linear = decoder.layers[0].qkv
+    x = torch.randn(4, 1, linear.weight.shape[1]).to(torch.bfloat16)
+    assert torch.equal(linear(x), torch.nn.functional.linear(x, linear.weight, linear.bias))
+    packed_text = generator.generate(QUESTIONS, batch_size=4)
+    monkeypatch.setattr(greedy, "_prepack", lambda weight, bias: None)
+    generator._greedy = None
+    plain = generator._greedy_decoder()
+    assert plain is not None and plain.layers[0].qkv.packed is None
+    assert generator.generate(QUESTIONS, batch_size=4) == packed_text
