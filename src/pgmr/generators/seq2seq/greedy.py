@@ -4,8 +4,8 @@ with cross-attention) in a loop of plain tensor operations on the model's own we
 Why: at batch 1 one step of the shipped 2-layer decoder is about 8M multiply-adds, far under a millisecond, yet
 `model.generate` takes ~3.3 ms per step on this machine: the time goes to per-call overhead (cache objects, mask
 building, module dispatch: 111k module calls for 40 questions; docs/generators.md), not arithmetic. This loop does
-the same arithmetic with the key/value caches preallocated, the self-attention's three projections fused into one
-and the encoder's keys and values projected once per batch.
+the same arithmetic with the key/value caches preallocated, the self-attention's three projections fused into one,
+the encoder's keys and values projected once per batch and, in bfloat16, every weight packed once for oneDNN.
 
 It is transformers' greedy search (`num_beams=1, do_sample=False`) step for step: the same float32 scores handed
 to the same logits processors (the copy bias), the same argmax, finished rows padded. Attention may add in a
