@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from transformers import LogitsProcessor
@@ -12,15 +10,13 @@ from pgmr.generators.seq2seq import Seq2SeqGenerator
 from pgmr.generators.seq2seq.greedy import GreedyDecoder, supports
 from pgmr.generators.seq2seq.model import build_encoder_decoder, build_model, source_tokenizer_for
 from pgmr.generators.seq2seq.tokenizer import train_tokenizer
+from test_copying import QUESTIONS as COPY_QUESTIONS
+from test_copying import SEQ2SEQ
 
-SEQ2SEQ = Path(__file__).resolve().parents[1] / "models" / "pgmr-default"
-
-# Different shapes and lengths (a batch of them is padded), labels to copy and not.
+# test_copying's questions (the shipped model, the copy bias at work) and more shapes and lengths: a batch of
+# them is padded.
 QUESTIONS = [
-    "What was the population of Somalia in 2009?",
-    "Was Roman Polanski born in Paris?",
-    "Which female actress is the voice over on South Park and is employed as a singer?",
-    "who is the mayor of new york city?",
+    *COPY_QUESTIONS,
     "How many children did Genghis Khan have?",
     "What is the Linguasphere code of Swahili?",
     "Tell me the chemical compound which contains carbon and has the lowest melting point.",
