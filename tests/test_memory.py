@@ -498,3 +498,37 @@ class TestIvfPqIndex(VectorIndexContract):
 def test_unknown_index_kind():
     with pytest.raises(ValueError, match="flat, hnsw, ivfpq"):
         FaissIndex(DIM, "annoy")
+
+
+@pytest.mark.parametrize(("aliases", "kind", "scans"), [(40, "flat", 1), (60, "flat", 2), (40, "hnsw", 2)])
+def test_ids_with_many_alias_rows_still_give_k_unique_ids(aliases: int, kind: str, scans: int) -> None:
+    """Rows of one ID crowd the first fetch; the search fetches again until it has k IDs. A flat index keeps
+    16 rows per hit from its first scan (a scan costs the same for any number kept), other kinds 4."""
+    from pgmr.memory import MemoryDictionary
+    from pgmr.memory.indexes.faiss_index import FaissIndex
+    from pgmr.memory.rows import MemoryRow
+
+    class CountingIndex(FaissIndex):
+        calls = 0
+
+        def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+            CountingIndex.calls += 1
+            return super().search(queries, k)
+
+    rng = np.random.default_rng(0)
+    query = np.zeros((1, 16), dtype=np.float32)
+    query[0, 0] = 1.0
+    # The crowding ID's rows lie closest to the query; ten other IDs after them, in a known order.
+    vectors = [query[0] + 0.01 * rng.standard_normal(16) for _ in range(aliases)]
+    vectors += [
+        query[0] * (1.0 - 0.05 * i) + np.eye(16, dtype=np.float32)[1] * (0.5 + 0.1 * i) for i in range(10)
+    ]
+    matrix = np.asarray(vectors, dtype=np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    rows = [MemoryRow("Q1", "crowd", None, f"alias {i}", i > 0) for i in range(aliases)]
+    rows += [MemoryRow(f"Q{i + 2}", f"other {i}", None, f"other {i}", False) for i in range(10)]
+    index = CountingIndex(16, kind)
+    index.add(matrix)
+    hits = MemoryDictionary("entity", rows, index).search_vectors(query, k=3)
+    assert [h.id for h in hits[0]] == ["Q1", "Q2", "Q3"]
+    assert CountingIndex.calls == scans
