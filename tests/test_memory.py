@@ -532,3 +532,27 @@ def test_ids_with_many_alias_rows_still_give_k_unique_ids(aliases: int, kind: st
     hits = MemoryDictionary("entity", rows, index).search_vectors(query, k=3)
     assert [h.id for h in hits[0]] == ["Q1", "Q2", "Q3"]
     assert CountingIndex.calls == scans
+
+
+def test_a_batch_of_queries_finds_what_each_query_alone_finds() -> None:
+    """Many queries in one flat search go through BLAS (faiss_index.BLAS_THRESHOLD), one or two through FAISS's
+    scan: the rows found and their scores are the same either way."""
+    import faiss
+
+    from pgmr.memory.indexes.faiss_index import BLAS_THRESHOLD, FaissIndex
+
+    rng = np.random.default_rng(1)
+    stored = rng.standard_normal((3000, 384)).astype(np.float32)
+    stored /= np.linalg.norm(stored, axis=1, keepdims=True)
+    index = FaissIndex(384, "flat")
+    index.add(stored)
+    queries = stored[:40] + 0.3 * rng.standard_normal((40, 384)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    scores, rows = index.search(queries, 20)
+    assert faiss.cvar.distance_compute_blas_threshold == BLAS_THRESHOLD
+    for i in range(40):
+        one_scores, one_rows = index.search(queries[i : i + 1], 20)
+        assert set(one_rows[0]) == set(rows[i])
+        assert one_scores[0] == pytest.approx(scores[i], abs=1e-5)
+    exact = queries @ stored.T
+    assert set(rows[0]) == set(np.argsort(-exact[0])[:20].tolist())

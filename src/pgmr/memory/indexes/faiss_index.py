@@ -15,11 +15,22 @@ from pgmr.memory.errors import IndexTrainingError
 INDEX_KINDS = ("flat", "hnsw", "ivfpq")
 
 
+# When exact search sends a call's queries through BLAS (one matrix product over the stored vectors) instead of
+# FAISS's query-by-query scan. FAISS (>= 1.15, as pinned) scans while nq * d < distance_compute_blas_threshold, by
+# default 128,000: up to 333 queries at d = 384. On this project's 2-core machines a scan of the 169k-row entity
+# memory costs ~10 ms per query, so a batch of 32 took 323 ms against 45 ms through BLAS, with the same top-50 rows
+# (python bench/flat_search.py; bench/results/flat_search.json; docs/resolver.md). Two queries still scan faster
+# (one per core), so below 1,024 (nq * d at d = 384: up to 2 queries) the scan stays. The setting is FAISS-global:
+# it applies to every flat search in the process.
+BLAS_THRESHOLD = 1024
+
+
 def _faiss() -> Any:
     try:
         import faiss
     except ImportError as exc:
         raise ImportError("pgmr's vector index needs FAISS: pip install faiss-cpu") from exc
+    faiss.cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
     return faiss
 
 
