@@ -556,3 +556,38 @@ def test_a_batch_of_queries_finds_what_each_query_alone_finds() -> None:
         assert one_scores[0] == pytest.approx(scores[i], abs=1e-5)
     exact = queries @ stored.T
     assert set(rows[0]) == set(np.argsort(-exact[0])[:20].tolist())
+
+
+def _collapse_reference(rows, scores, row_ids, k):  # type: ignore[no-untyped-def]
+    """The plain definition: each ID's best row (the first of equal ones), ranked by score, ID number, ID."""
+    from pgmr.kg.ids import id_number
+
+    best: dict[str, tuple[float, int]] = {}
+    for score, row_id in zip(scores.tolist(), row_ids.tolist(), strict=True):
+        if row_id >= 0 and (rows[row_id].id not in best or score > best[rows[row_id].id][0]):
+            best[rows[row_id].id] = (score, row_id)
+    ranked = sorted(best.items(), key=lambda item: (-item[1][0], id_number(item[0]), item[0]))[:k]
+    return [(wid, score, rows[row_id].text) for wid, (score, row_id) in ranked]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_collapsing_rows_to_ids_follows_the_plain_definition(seed: int) -> None:
+    """Fetched rows (many per ID, tied scores, padding) collapse to the same hits as the plain definition."""
+    from pgmr.memory import MemoryDictionary
+    from pgmr.memory.indexes.faiss_index import FaissIndex
+    from pgmr.memory.rows import MemoryRow
+
+    rng = np.random.default_rng(seed)
+    owners = rng.integers(1, 40, size=300)
+    rows = [MemoryRow(f"Q{o}", f"label {o}", None, f"row {i}", False) for i, o in enumerate(owners)]
+    index = FaissIndex(4, "flat")
+    index.add(np.eye(4, dtype=np.float32)[rng.integers(0, 4, size=300)])
+    dictionary = MemoryDictionary("entity", rows, index)
+    for k in (1, 5, 50):
+        fetched = rng.choice(300, size=120, replace=False)
+        scores = np.round(rng.random(120), 1).astype(np.float32)  # coarse: many ties
+        order = np.argsort(-scores, kind="stable")
+        scores, fetched = scores[order], fetched[order]
+        fetched[-7:] = -1  # FAISS pads short results with row -1
+        got = [(h.id, h.score, h.matched_text) for h in dictionary._collapse(scores, fetched, k)]
+        assert got == _collapse_reference(rows, scores, fetched, k)

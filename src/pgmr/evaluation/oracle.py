@@ -105,7 +105,7 @@ class StringLookupPeer:
         for entry in entries:
             kind = id_kind(entry.id)
             for surface in (entry.label, *entry.aliases):
-                key = normalize_label(surface)  # type: ignore[arg-type]
+                key = normalize_label(surface)
                 # Entries come in ID order, so the first claim of a surface is the lowest ID.
                 if key not in self._exact[kind]:
                     self._exact[kind][key] = entry.id

@@ -53,6 +53,11 @@ class MemoryDictionary:
             self._first_row.setdefault(row.id, position)
             rows_by_id.setdefault(row.id, []).append(position)
         self._rows_by_id = {wid: tuple(positions) for wid, positions in rows_by_id.items()}
+        # Row -> the index of its ID (IDs in first-row order), for collapsing fetched rows to IDs in numpy.
+        owner_of = {wid: n for n, wid in enumerate(rows_by_id)}
+        self._row_owner = np.fromiter(
+            (owner_of[row.id] for row in self.rows), dtype=np.int64, count=len(self.rows)
+        )
         self._ids = frozenset(self._first_row)
 
     def __len__(self) -> int:
@@ -126,19 +131,29 @@ class MemoryDictionary:
         return best
 
     def _collapse(self, scores: np.ndarray, row_ids: np.ndarray, k: int) -> list[MemoryHit]:
-        best: dict[str, tuple[float, int]] = {}
-        for score, row_id in zip(scores.tolist(), row_ids.tolist(), strict=True):
-            if row_id < 0:
-                continue
-            wikidata_id = self.rows[row_id].id
-            if wikidata_id not in best or score > best[wikidata_id][0]:
-                best[wikidata_id] = (score, row_id)
-        ranked = sorted(best.items(), key=lambda item: (-item[1][0], id_number(item[0]), item[0]))[:k]
+        """The k best IDs among fetched rows: each ID scored by its best row (the first of equal ones), ranked
+        by score, then ID number, then ID. Vectorized because a flat search fetches hundreds of rows per query:
+        only the IDs that can make the top k reach Python."""
+        keep = row_ids >= 0
+        scores, row_ids = scores[keep], row_ids[keep]
+        if not len(row_ids):
+            return []
+        # Best score first, and among equal scores the row fetched first.
+        order = np.lexsort((np.arange(len(row_ids)), -scores))
+        owners = self._row_owner[row_ids[order]]
+        _, first = np.unique(owners, return_index=True)
+        best = order[np.sort(first)]
+        best_scores = scores[best]
+        if len(best) > k:
+            # Everything tied with the k-th best score still competes on the ID tie-breaks below.
+            best = best[best_scores >= np.partition(best_scores, len(best) - k)[len(best) - k]]
+        candidates = [(float(scores[i]), self.rows[int(row_ids[i])]) for i in best]
+        candidates.sort(key=lambda item: (-item[0], id_number(item[1].id), item[1].id))
         return [
             MemoryHit(
                 id=row.id, label=row.label, description=row.description, score=score, matched_text=row.text
             )
-            for score, row in ((score, self.rows[row_id]) for _, (score, row_id) in ranked)
+            for score, row in candidates[:k]
         ]
 
 

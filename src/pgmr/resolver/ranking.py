@@ -30,6 +30,7 @@ Thresholds for refusal apply to similarity (in [0, 1] for normalized embeddings)
 
 from __future__ import annotations
 
+import functools
 import math
 import unicodedata
 from collections.abc import Mapping
@@ -40,6 +41,8 @@ from pgmr.kg.ids import id_number
 _ID_DIGITS = 9.0
 
 
+# Ranking normalizes each candidate's label, and the same labels come back across placeholders and batches.
+@functools.lru_cache(maxsize=1 << 16)
 def normalize_label(text: str) -> str:
     """Case-, accent- and whitespace-insensitive form used for exact label/alias matching."""
     text = unicodedata.normalize("NFKD", text.casefold())
