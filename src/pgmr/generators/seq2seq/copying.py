@@ -55,15 +55,46 @@ def copyable(span: str) -> bool:
     return words[0] not in FUNCTION_WORDS or (words[0] == "the" and len(words) > 1)
 
 
+def _token_ids(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[list[int]]:
+    """Token ids of each text without special tokens; straight from the Rust tokenizer where there is one
+    (transformers' wrapper costs more per text than the tokenization)."""
+    if not texts:
+        return []
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        return [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
+    return list(tokenizer(texts, add_special_tokens=False)["input_ids"])
+
+
 def build_trie(question: str, tokenizer: PreTrainedTokenizerBase, max_span_words: int = 8) -> Trie:
-    root: Trie = {}
-    for span in filter(copyable, question_spans(question, max_span_words)):
-        for text in span_variants(span):
+    return build_tries([question], tokenizer, max_span_words)[0]
+
+
+def build_tries(
+    questions: Sequence[str], tokenizer: PreTrainedTokenizerBase, max_span_words: int = 8
+) -> list[Trie]:
+    """One trie per question, every span variant of every question tokenized in one tokenizer call: a call per
+    span cost ~4 ms per question in per-call overhead (~50 spans each)."""
+    texts = [
+        [
+            " " + text
+            for span in filter(copyable, question_spans(q, max_span_words))
+            for text in span_variants(span)
+        ]
+        for q in questions
+    ]
+    flat = [t for group in texts for t in group]
+    encoded = iter(_token_ids(tokenizer, flat))
+    tries: list[Trie] = []
+    for group in texts:
+        root: Trie = {}
+        for _ in group:
             node = root
-            for token_id in tokenizer.encode(" " + text, add_special_tokens=False):
+            for token_id in next(encoded):
                 node = node.setdefault(token_id, {})
             node[_END] = True
-    return root
+        tries.append(root)
+    return tries
 
 
 def marker_id(tokenizer: PreTrainedTokenizerBase, marker: str) -> int | None:
@@ -165,5 +196,5 @@ def copy_bias_processor(
     if not labels:
         return None
     stop_ids = [i for i in (tokenizer.eos_token_id, marker_id(tokenizer, "\n")) if i is not None]
-    tries = [build_trie(q, tokenizer) for q in questions]
+    tries = build_tries(questions, tokenizer)
     return QuestionCopyBias(tries, labels=labels, stop_ids=stop_ids, num_beams=num_beams)
