@@ -267,3 +267,17 @@ def test_resolve_parsed_keeps_the_batch_when_one_skeleton_cannot_be_filled(memor
     results = resolve_parsed(Resolver(memory), [good, bad, good])
     assert isinstance(results[0], Resolution) and isinstance(results[2], Resolution)
     assert isinstance(results[1], IntermediateQueryError)
+
+
+def test_lexical_similarity_is_the_best_ratio_over_an_ids_surfaces(memory: Memory) -> None:
+    """One rapidfuzz call for all candidates gives, per ID, the best edit similarity of its labels and aliases."""
+    from rapidfuzz import fuzz
+
+    lexicon = Resolver(memory).lexicon("entity")
+    ids = [*sorted(memory.entities.ids()), "Q999999"]
+    for key in ("berlin", "hamburg", "germany", "human being", ""):
+        expected = [
+            max((fuzz.ratio(key, s) for s in lexicon.by_id.get(i, ())), default=0.0) / 100 for i in ids
+        ]
+        assert lexicon.similarities(ids, key) == expected
+    assert lexicon.similarities([], "berlin") == []

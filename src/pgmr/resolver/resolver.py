@@ -95,8 +95,20 @@ class _Lexicon:
         hits = process.extract(key, self.choices, scorer=fuzz.ratio, limit=limit, score_cutoff=cutoff * 100)
         return [wid for choice, _, _ in hits for wid in sorted(self.surfaces[choice], key=id_number)][:limit]
 
-    def similarity(self, wikidata_id: str, key: str) -> float:
-        return max((fuzz.ratio(key, s) for s in self.by_id.get(wikidata_id, ())), default=0.0) / 100
+    def similarities(self, wikidata_ids: Sequence[str], key: str) -> list[float]:
+        """Per ID, the best edit similarity (fuzz.ratio / 100) of `key` with its labels and aliases (0 for an ID
+        without any), in one rapidfuzz call over all their surfaces."""
+        owners: list[int] = []
+        surfaces: list[str] = []
+        for n, wid in enumerate(wikidata_ids):
+            for surface in self.by_id.get(wid, ()):
+                owners.append(n)
+                surfaces.append(surface)
+        best = np.zeros(len(wikidata_ids), dtype=np.float64)
+        if surfaces:
+            ratios = process.cdist([key], surfaces, scorer=fuzz.ratio, dtype=np.float64, workers=1)[0]
+            np.maximum.at(best, np.asarray(owners), ratios)
+        return (best / 100).tolist()
 
 
 def _search_texts(placeholders: Sequence[Placeholder]) -> list[str]:
@@ -249,36 +261,42 @@ class Resolver:
         label_dense.update(dictionary.similarities(label_vector, [i for i in ids if i not in label_dense]))
         if full_vector is not None:
             full_dense.update(dictionary.similarities(full_vector, [i for i in ids if i not in full_dense]))
-        ranked: list[Candidate] = []
-        for wid in ids:
+        lexical = lexicon.similarities(ids, key)
+        # Scores for every candidate, Candidate objects only for the kept ones (a placeholder has ~100).
+        scored: list[tuple[float, float, int]] = []
+        for n, wid in enumerate(ids):
             row = dictionary.get(wid)
             assert row is not None
-            lexical = lexicon.similarity(wid, key)
-            label_sim = max(label_dense[wid], lexical)
+            label_sim = max(label_dense[wid], lexical[n])
             similarity = label_sim if full_vector is None else (label_sim + full_dense[wid]) / 2
             agree = describing and bool(placeholder.description) == bool(row.description)
             canonical = bool(cfg.canonical_weight) and normalize_label(row.label) == key
-            prior = self.prior(wid)
             score = (
                 similarity
-                + cfg.prior_weight * prior
+                + cfg.prior_weight * self.prior(wid)
                 + cfg.agreement_weight * agree
                 + cfg.canonical_weight * canonical
             )
+            scored.append((round(score, 6), similarity, n))
+        scored.sort(key=lambda item: (-item[0], id_number(ids[item[2]]), ids[item[2]]))
+        ranked: list[Candidate] = []
+        for score, similarity, n in scored[: cfg.k]:
+            wid = ids[n]
+            row = dictionary.get(wid)
+            assert row is not None
             ranked.append(
                 Candidate(
                     wid,
                     row.label,
                     row.description,
                     similarity=round(similarity, 6),
-                    score=round(score, 6),
+                    score=score,
                     label_similarity=round(label_dense[wid], 6),
-                    lexical=round(lexical, 6),
+                    lexical=round(lexical[n], 6),
                     description_similarity=None if full_vector is None else round(full_dense[wid], 6),
-                    prior=round(prior, 6),
+                    prior=round(self.prior(wid), 6),
                 )
             )
-        ranked.sort(key=lambda c: (-c.score, id_number(c.id), c.id))
         kept = tuple(ranked[: cfg.k])
         return PlaceholderEvidence(
             placeholder,
