@@ -111,12 +111,12 @@ class _Lexicon:
         return (best / 100).tolist()
 
 
-def _search_texts(placeholders: Sequence[Placeholder]) -> list[str]:
-    """What `Resolver.candidates` embeds for these placeholders: each label, and label plus description where
-    there is a description."""
-    labels = [p.label for p in placeholders]
-    described = [placeholder_text(p) for p in placeholders if p.description]
-    return list(dict.fromkeys([*labels, *described]))
+def _search_texts(placeholders: Sequence[Placeholder]) -> tuple[list[str], list[str]]:
+    """What `Resolver.candidates` embeds and searches for these placeholders, each distinct text once: the labels,
+    and label plus description where there is a description."""
+    labels = list(dict.fromkeys(p.label for p in placeholders))
+    described = list(dict.fromkeys(placeholder_text(p) for p in placeholders if p.description))
+    return labels, described
 
 
 class Resolver:
@@ -164,7 +164,9 @@ class Resolver:
         }
         # Both kinds' texts in one encoder call: per call the encoder costs more than per text.
         texts = list(
-            dict.fromkeys(t for kind in kinds for t in _search_texts([p for _, p in slots_of[kind]]))
+            dict.fromkeys(
+                t for kind in kinds for part in _search_texts([p for _, p in slots_of[kind]]) for t in part
+            )
         )
         vectors = self.memory.encoder.encode(texts, batch_size=self.config.batch_size) if texts else None
         encoded = dict(zip(texts, vectors, strict=True)) if vectors is not None else {}
@@ -200,8 +202,7 @@ class Resolver:
         described = [i for i, p in enumerate(placeholders) if p.description]
         # A batch repeats itself (the same relation across questions, an ensemble's drafts agreeing): each
         # distinct text is embedded and searched once.
-        unique_labels = list(dict.fromkeys(labels))
-        unique_texts = list(dict.fromkeys(texts[i] for i in described))
+        unique_labels, unique_texts = _search_texts(placeholders)
         wanted = unique_labels + unique_texts
         if encoded is not None and all(t in encoded for t in wanted):
             vectors = np.stack([encoded[t] for t in wanted])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import uuid
@@ -25,7 +26,9 @@ INDEX_KINDS = ("flat", "hnsw", "ivfpq")
 BLAS_THRESHOLD = 1024
 
 
+@functools.cache
 def _faiss() -> Any:
+    """The faiss module, with pgmr's BLAS threshold set once (a caller may change it afterwards)."""
     try:
         import faiss
     except ImportError as exc:
