@@ -126,6 +126,40 @@ def test_agreement_is_counted_and_a_parse_error_never_wins(parts: Parts) -> None
     assert by_source["broken"].signals["resolved"] == 0.0
 
 
+class CountingResolver(Resolver):
+    """The real resolver, counting the queries it is given."""
+
+    resolved = 0
+
+    def resolve_many(self, queries: Any, questions: Any = None) -> Any:
+        self.resolved += len(queries)
+        return super().resolve_many(queries, questions)
+
+
+def test_a_text_several_members_wrote_is_resolved_once_per_question(parts: Parts) -> None:
+    from pgmr.memory import Memory
+
+    resolver = CountingResolver(Memory.load(parts.memory_dir))
+    reranker = Reranker({n: _weights(min_confidence=1.0) for n in ("a", "b", "c")})
+    drafts = [
+        (Draft("a", GARBLED), Draft("b", TARGETS[PARIS]), Draft("c", TARGETS[PARIS])),
+        # the same text for another question is that question's own draft: resolved again, with its question
+        (Draft("a", TARGETS[PARIS]), Draft("b", TARGETS[PARIS]), Draft("c", GARBLED)),
+    ]
+    first, second = prepare_drafts([PARIS, HAMBURG], drafts, "pgmr", resolver, GroundingConfig(), reranker)
+    assert resolver.resolved == 4
+    assert first.text == TARGETS[PARIS] and [d.chosen for d in first.drafts] == [False, True, False]
+    assert (
+        first.drafts[1].score == first.drafts[2].score and first.drafts[1].signals == first.drafts[2].signals
+    )
+    assert first.drafts[1].signals["agreement"] == 0.5
+    # The copy is its own object: the chosen draft is not among its own alternatives.
+    assert [source for source, _ in first.alternatives] == ["c", "a"]
+    assert all(alt is not first for _, alt in first.alternatives)
+    assert not any(alt.drafts for _, alt in first.alternatives)
+    assert second.text == TARGETS[PARIS] and second.question == HAMBURG
+
+
 def test_one_draft_per_question_needs_no_reranker(parts: Parts) -> None:
     from pgmr.memory import Memory
 

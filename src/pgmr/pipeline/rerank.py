@@ -14,6 +14,7 @@ the two drafts' signals predicts which; they ship as the ensemble's `reranker.js
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -230,20 +231,31 @@ def prepare_drafts(
     if reranker is None:
         raise ValueError("several drafts per question need a reranker to choose among them")
     reranker.check_sources(sorted({d.source for ds in drafts for d in ds}))
-    flat_questions = [q for q, ds in zip(questions, drafts, strict=True) for _ in ds]
-    # The drafts of a question share its timer: the time it took is that of all of them.
-    flat_timers = [t for t, ds in zip(timers, drafts, strict=True) for _ in ds]
-    prepared = prepare(
-        flat_questions,
-        [d.text for ds in drafts for d in ds],
+    # Members often write the same text for a question (two structured models of one recipe agree on most):
+    # each distinct text of a question is resolved once and copied to its duplicates, which then score the
+    # same. The drafts of a question share its timer: the time it took is that of all of them.
+    slots: list[int] = []
+    unique: dict[tuple[int, str], int] = {}
+    for n, ds in enumerate(drafts):
+        for d in ds:
+            slots.append(unique.setdefault((n, d.text), len(unique)))
+    keys = list(unique)
+    resolved = prepare(
+        [questions[n] for n, _ in keys],
+        [text for _, text in keys],
         mode,
         resolver,
         grounding,
-        timers=flat_timers,
+        timers=[timers[n] for n, _ in keys],
         chunk=chunk,
         advance=advance,
         lock=lock,
     )
+    first: set[int] = set()
+    prepared: list[Prepared] = []
+    for slot in slots:  # a separate object per draft: the chosen one is given its scores and alternatives
+        prepared.append(resolved[slot] if slot not in first else copy.copy(resolved[slot]))
+        first.add(slot)
     chosen: list[Prepared] = []
     start = 0
     for ds in drafts:
