@@ -4,7 +4,7 @@
 #   1. the ensemble's seq2seq member (models/pgmr-default) trained on for 400 steps on qald10-train (resumable:
 #      rerunning this script continues from the last checkpoint in runs/pgmr-qald10/run);
 #   2. packed as int8 into runs/pgmr-qald10/seq2seq;
-#   3. an ensemble of it and the unchanged structured member (its template classes are LC-QuAD's) with the
+#   3. an ensemble of it and the unchanged structured members (their template classes are LC-QuAD's) with the
 #      shipped reranker, in runs/pgmr-qald10/ensemble.
 # About 9 minutes on 2 CPU cores. Usage: scripts/finetune_qald10.sh [DATA_DIR]
 set -euo pipefail
@@ -25,9 +25,10 @@ cat > "$OUT/ensemble/model_card.json.tmp" <<'CARD'
   "mode": "pgmr",
   "members": [
     {"name": "seq2seq", "path": "../seq2seq"},
-    {"name": "structured", "path": "../../../models/pgmr-structured"}
+    {"name": "structured", "path": "../../../models/pgmr-structured"},
+    {"name": "structured-s7", "path": "../../../models/pgmr-structured-s7"}
   ],
-  "description": "The default generator's recipe fine-tuned on QALD-10 train (scripts/finetune_qald10.sh): its seq2seq member fine-tuned for 400 steps on qald10-train; the structured member and the reranker unchanged."
+  "description": "The default generator's recipe fine-tuned on QALD-10 train (scripts/finetune_qald10.sh): its seq2seq member fine-tuned for 400 steps on qald10-train; the structured members and the reranker unchanged."
 }
 CARD
 mv "$OUT/ensemble/model_card.json.tmp" "$OUT/ensemble/model_card.json"

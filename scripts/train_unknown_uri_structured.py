@@ -2,6 +2,7 @@
 row of the shipped default needs both members trained on that split's training part).
 
     python scripts/train_unknown_uri_structured.py -o /work/runs/unknown-uri-structured [--max-steps 10000]
+    python scripts/train_unknown_uri_structured.py -o /work/runs/unknown-uri-structured-s7 --seed 7
 
 The split and the validation carve are built exactly as `pgmr experiment lcquad2-unknown-uri` builds them (the
 same conversion, seed, test share and 8% validation carve of the pool, `pgmr.datasets.splits`), so no test
@@ -29,6 +30,9 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path)
     parser.add_argument("--max-steps", type=int, default=10000)
     parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")
+    parser.add_argument(
+        "--seed", type=int, default=42, help="42: the structured member's; 7: the structured-s7 member's"
+    )
     args = parser.parse_args()
 
     from pgmr.cli.train_structured import train_structured_cli
@@ -59,7 +63,7 @@ def main() -> None:
         "max_source_len": 128,
         "encoder_layers": None,
         "bf16": True,
-        "seed": 42,
+        "seed": args.seed,
         "paraphrases": True,
     }
     data_info = {

@@ -2,11 +2,12 @@
 # The shipped default's recipe on the unknown-URI split, for the `pgmr-ensemble` row of
 # `pgmr experiment lcquad2-unknown-uri` (issue #18). Every step resumes where it stopped, so rerun it after an
 # interruption:
-#   1. the structured member, models/pgmr-structured's recipe (10,000 steps) on the split's training part
-#      (scripts/train_unknown_uri_structured.py; ~80 min alone on 2 CPU cores);
+#   1. the structured members, models/pgmr-structured's recipe (10,000 steps) on the split's training part,
+#      with seed 42 and seed 7 as models/pgmr-structured-s7 (scripts/train_unknown_uri_structured.py; ~80 min
+#      each alone on 2 CPU cores);
 #   2. the seq2seq member, models/pgmr-default's recipe (6,000 steps, bfloat16 for time; ~65 min), into
 #      OUT/experiment/runs/pgmr, with its row `pgmr`;
-#   3. the row `pgmr-ensemble`: both members, a reranker fitted on the split's validation part (~10 min).
+#   3. the row `pgmr-ensemble`: the three members, a reranker fitted on the split's validation part (~10 min).
 # The rows of the published run (docs/results/lcquad2-unknown-uri) that are not rerun are kept beside them.
 # Usage: scripts/unknown_uri_ensemble.sh [OUT (default runs/unknown-uri)] [DATA_DIR (default ../shared/data)]
 set -euo pipefail
@@ -20,7 +21,11 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 if [ ! -f "$OUT/structured/model/model_card.json" ]; then
   "$PYTHON" scripts/train_unknown_uri_structured.py -o "$OUT/structured" --data-dir "$DATA_DIR"
 fi
+if [ ! -f "$OUT/structured-s7/model/model_card.json" ]; then
+  "$PYTHON" scripts/train_unknown_uri_structured.py -o "$OUT/structured-s7" --data-dir "$DATA_DIR" --seed 7
+fi
 "$PGMR" --data-dir "$DATA_DIR" experiment lcquad2-unknown-uri -o "$OUT/experiment" --modes pgmr \
   --max-steps 6000 --max-minutes 130 --eval-steps 1000 --max-eval-examples 300 --bf16 --batch-size 32 \
-  --no-refusal --keep-from docs/results/lcquad2-unknown-uri --structured "$OUT/structured"
+  --no-refusal --keep-from docs/results/lcquad2-unknown-uri --structured "$OUT/structured" \
+  --member structured-s7="$OUT/structured-s7"
 echo "wrote $OUT/experiment: publish it with pgmr experiment results-doc"

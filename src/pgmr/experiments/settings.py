@@ -12,8 +12,8 @@ from pgmr.generators.base import MODES, RAG_MODES
 from pgmr.precision import DEFAULT_PRECISION
 
 # Default model directories, relative to the working directory (the checkout root, where `artifacts/`
-# goes too): for pgmr the shipped ensemble (its seq2seq member models/pgmr-default and structured member
-# models/pgmr-structured, reranked), for the baselines models trained with `--preset minilm`; rag and rag-pgmr
+# goes too): for pgmr the shipped ensemble (its seq2seq member models/pgmr-default and structured members
+# models/pgmr-structured and models/pgmr-structured-s7, reranked), for the baselines models trained with `--preset minilm`; rag and rag-pgmr
 # have no default run yet.
 DEFAULT_MODELS: dict[str, str] = {
     "pgmr": "models/pgmr-ensemble",
@@ -49,6 +49,8 @@ def train_command(system: str) -> str:
             "pgmr pack runs/pgmr-minilm -o models/pgmr-default && "
             f"pgmr train --mode pgmr --preset structured -o runs/structured {_STRUCTURED} && "
             "pgmr pack runs/structured -o models/pgmr-structured && "
+            f"pgmr train --mode pgmr --preset structured -o runs/structured-s7 {_STRUCTURED} --seed 7 && "
+            "pgmr pack runs/structured-s7 -o models/pgmr-structured-s7 && "
             "pgmr generate models/pgmr-ensemble lcquad2-validation --batch-size 32 -o artifacts/rerank/validation.drafts.jsonl && "
             "python scripts/fit_rerank.py models/pgmr-ensemble --drafts artifacts/rerank/validation.drafts.jsonl"
         )

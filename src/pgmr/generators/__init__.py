@@ -14,7 +14,7 @@ from pgmr.generators.examples import Example, build_examples, direct_target, pgm
 from pgmr.generators.rag import Candidate, CandidateRetriever, question_ngrams
 
 MODEL_DIR_ENV = "PGMR_MODEL_DIR"
-# Under the checkout's models/: the shipped default generator (an ensemble of the two models beside it).
+# Under the checkout's models/: the shipped default generator (an ensemble of the three models beside it).
 DEFAULT_MODEL = "pgmr-ensemble"
 
 
@@ -24,7 +24,8 @@ class ModelNotFoundError(FileNotFoundError):
 
 def default_model_dir() -> Path:
     """`$PGMR_MODEL_DIR`, else the checkout's `models/pgmr-ensemble` (the shipped default generator: the
-    seq2seq model `models/pgmr-default` and the structured model `models/pgmr-structured`, reranked).
+    seq2seq model `models/pgmr-default` and the structured models `models/pgmr-structured` and
+    `models/pgmr-structured-s7`, reranked).
 
     Raises ModelNotFoundError when that directory holds no trained generator.
     """
