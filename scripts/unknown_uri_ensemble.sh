@@ -2,9 +2,9 @@
 # The shipped default's recipe on the unknown-URI split, for the `pgmr-ensemble` row of
 # `pgmr experiment lcquad2-unknown-uri` (issue #18). Every step resumes where it stopped, so rerun it after an
 # interruption:
-#   1. the structured members, models/pgmr-structured's recipe (10,000 steps) on the split's training part,
-#      with seed 42 and seed 7 as models/pgmr-structured-s7 (scripts/train_unknown_uri_structured.py; ~80 min
-#      each alone on 2 CPU cores);
+#   1. the two structured members, models/pgmr-structured's recipe (10,000 steps) on the split's training part:
+#      seed 42 (as models/pgmr-structured) and seed 7 (as models/pgmr-structured-s7)
+#      (scripts/train_unknown_uri_structured.py; ~80 min each alone on 2 CPU cores);
 #   2. the seq2seq member, models/pgmr-default's recipe (6,000 steps, bfloat16 for time; ~65 min), into
 #      OUT/experiment/runs/pgmr, with its row `pgmr`;
 #   3. the row `pgmr-ensemble`: the three members, a reranker fitted on the split's validation part (~10 min).

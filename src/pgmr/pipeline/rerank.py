@@ -251,11 +251,11 @@ def prepare_drafts(
         advance=advance,
         lock=lock,
     )
-    first: set[int] = set()
+    seen: set[int] = set()
     prepared: list[Prepared] = []
     for slot in slots:  # a separate object per draft: the chosen one is given its scores and alternatives
-        prepared.append(resolved[slot] if slot not in first else copy.copy(resolved[slot]))
-        first.add(slot)
+        prepared.append(resolved[slot] if slot not in seen else copy.copy(resolved[slot]))
+        seen.add(slot)
     chosen: list[Prepared] = []
     start = 0
     for ds in drafts:
