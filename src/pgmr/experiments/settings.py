@@ -13,8 +13,8 @@ from pgmr.precision import DEFAULT_PRECISION
 
 # Default model directories, relative to the working directory (the checkout root, where `artifacts/`
 # goes too): for pgmr the shipped ensemble (its seq2seq member models/pgmr-default and structured members
-# models/pgmr-structured and models/pgmr-structured-s7, reranked), for the baselines models trained with `--preset minilm`; rag and rag-pgmr
-# have no default run yet.
+# models/pgmr-structured and models/pgmr-structured-s7, reranked), for the baselines models trained with
+# `--preset minilm`; rag and rag-pgmr have no default run yet.
 DEFAULT_MODELS: dict[str, str] = {
     "pgmr": "models/pgmr-ensemble",
     "direct": "runs/direct-minilm/model",
