@@ -127,7 +127,7 @@ def test_an_unknown_relation_snaps_only_to_a_relation_label_of_the_memory() -> N
     para = parse(QUERY.replace("place of birth", "born i"))
     grounded, _ = ground_labels(para, "Was Roman Polanski born in Paris?", known=known)
     assert grounded.placeholder("relation0").label == "born i"
-    # A relation label the memory knows is never touched, however close a span is.
+    # A relation label the memory knows is not touched, however close a span is (identifiers aside: below).
     grounded, snaps = ground_labels(parse(QUERY), "Was Roman Polanski's place of birthh Paris?", known=known)
     assert grounded.placeholder("relation0").label == "place of birth"
     # use_memory=False is the plain grounding, whatever `known` says.
@@ -135,6 +135,49 @@ def test_an_unknown_relation_snaps_only_to_a_relation_label_of_the_memory() -> N
         query, "What is the MIA constituent ID of Roman Polanski?", GroundingConfig(use_memory=False), known
     )
     assert off == ()
+
+
+def test_an_identifier_the_question_names_replaces_another_identifier_the_model_named() -> None:
+    """Both IDs are memory labels: the one the question names wins, and the description (which described the
+    model's choice) goes with the old label."""
+    ids = {
+        "entity": {"rinus michels"},
+        "relation": {"wereld van oranje id", "nihon tarento meikan id", "id", "oranje id", "award received"},
+    }
+
+    def knows(kind: str, text: str) -> bool:
+        return text.casefold() in ids[kind]
+
+    query = parse(
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\n"
+        "entity0 = [ENT] Rinus Michels [/ENT]\n"
+        "relation0 = [REL] Nihon Tarento Meikan ID [/REL] identifier of a Japanese talent database"
+    )
+    question = "What is Wereld van Oranje ID of Rinus Michels?"
+    grounded, snaps = ground_labels(query, question, known=knows)
+    # "Oranje ID" and "ID" are known spans too, but nested in the longer one.
+    assert grounded.placeholder("relation0").label == "Wereld van Oranje ID"
+    assert grounded.placeholder("relation0").description == ""
+    assert [(s.placeholder, s.generated, s.grounded) for s in snaps] == [
+        ("relation0", "Nihon Tarento Meikan ID", "Wereld van Oranje ID")
+    ]
+    # Kept: a label that is not an identifier; a question naming no identifier but the bare "ID", or two
+    # identifiers side by side; an identifier another relation of the query already names; without memory.
+    not_id = parse(QUERY.replace("place of birth", "award received"))
+    grounded, _ = ground_labels(not_id, "Was Roman Polanski's Wereld van Oranje ID Paris?", known=knows)
+    assert grounded.placeholder("relation0").label == "award received"
+    for other in [
+        "What is the ID of Rinus Michels?",
+        "Is the Wereld van Oranje ID or the Nihon Tarento Meikan ID of Rinus Michels longer?",
+    ]:
+        assert not [s for s in ground_labels(query, other, known=knows)[1] if s.placeholder == "relation0"]
+    both = parse(
+        "SELECT ?x ?y WHERE { wd:entity0 wdt:relation0 ?x . wd:entity0 wdt:relation1 ?y }\n"
+        "entity0 = [ENT] Rinus Michels [/ENT]\n"
+        "relation0 = [REL] Nihon Tarento Meikan ID [/REL]\nrelation1 = [REL] Wereld van Oranje ID [/REL]"
+    )
+    assert ground_labels(both, question, known=knows)[1] == ()
+    assert not [s for s in ground_labels(query, question)[1] if s.placeholder == "relation0"]
 
 
 def test_config_is_validated() -> None:
