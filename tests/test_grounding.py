@@ -137,6 +137,32 @@ def test_an_unknown_relation_snaps_only_to_a_relation_label_of_the_memory() -> N
     assert off == ()
 
 
+def test_a_longer_name_the_memory_knows_wins_over_a_copied_part() -> None:
+    names = {"entity": {"salta", "salta province", "west wing", "the west wing", "rudolf", "rudolf steiner"}}
+
+    def knows(kind: str, text: str) -> bool:
+        return text.casefold() in names.get(kind, set())
+
+    skeleton = "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\nrelation0 = [REL] population [/REL]\n"
+    query = parse(skeleton + "entity0 = [ENT] Salta [/ENT] city in Argentina")
+    grounded, snaps = ground_labels(query, "What is the population of the Salta Province?", known=knows)
+    assert grounded.placeholder("entity0").label == "Salta Province"
+    assert grounded.placeholder("entity0").description == "city in Argentina"  # the generator's, kept
+    assert [(s.placeholder, s.generated, s.grounded) for s in snaps] == [
+        ("entity0", "Salta", "Salta Province")
+    ]
+    # Only function words more ("The West Wing" over "West Wing"): kept. Without the memory: kept.
+    west = parse(skeleton + "entity0 = [ENT] West Wing [/ENT]")
+    assert ground_labels(west, "What is the population of The West Wing?", known=knows)[1] == ()
+    assert ground_labels(query, "What is the population of the Salta Province?")[1] == ()
+    # The longer span is another entity of the query: both keep their names.
+    two = parse(
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 wd:entity1 }\nrelation0 = [REL] given name [/REL]\n"
+        "entity0 = [ENT] Rudolf Steiner [/ENT]\nentity1 = [ENT] Rudolf [/ENT]"
+    )
+    assert ground_labels(two, "Was Rudolf Steiner known as Rudolf?", known=knows)[1] == ()
+
+
 def test_an_identifier_the_question_names_replaces_another_identifier_the_model_named() -> None:
     """Both IDs are memory labels: the one the question names wins, and the description (which described the
     model's choice) goes with the old label."""

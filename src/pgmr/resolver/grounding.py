@@ -9,30 +9,36 @@ in the question (an alias, a class the question only implies: "USA" -> "United S
 generated, because no span is close enough. Relation labels are not snapped to arbitrary spans: questions
 paraphrase relations ("born in" for "place of birth").
 
-With the memory's labels (`known`, which every caller that holds a resolver passes: `Resolver.knows`), three
+With the memory's labels (`known`, which every caller that holds a resolver passes: `Resolver.knows`), the
 rules change, because a span that is itself a label of the memory is far more likely to be what the model
 meant than one that is not:
 - a generated label that is a label or alias of the memory stays as generated ("Babe Ruth" is not re-spelt
-  "Babe_Ruth" after the question);
+  "Babe_Ruth" after the question), with the two exceptions below (session 24);
 - an entity label snaps to the closest span that is a memory label when one is close enough, and only
   otherwise to the closest span of all ("The Ivroy Coast" -> "Ivory Coast", a memory label, rather than the
   closer span "the Ivory Coast", which is not), unless that closer span holds the memory label plus content
   words ("CFR/22 class" -> "CFR DE 241 class", not the memory label "class"): a memory that knows only a
   fragment of the name most likely lacks the entity, and the fragment would defeat refusal (session 16);
 - a relation label that the memory does not know snaps to a close span that is a relation label of the
-  memory ("Miastituent ID" -> "MIA constituent ID" when the question names that ID). Relation labels the
-  memory knows are kept, so a paraphrased relation stays as the model wrote it, with one exception:
-- an identifier the question names wins over another identifier the model named (session 24). Questions ask
-  for an external ID by its name ("What is Wereld van Oranje ID of Rinus Michels?"), and among thousands of
+  memory ("Miastituent ID" -> "MIA constituent ID" when the question names that ID). Other relation labels
+  stay as written, so a paraphrased relation stays as the model wrote it.
+On LC-QuAD 2.0 validation (600 questions, the default model) this took Query EM from 41.33% to 44.50%, most
+of it from relations (docs/generators.md). Two exceptions for labels the memory knows (session 24; LC-QuAD
+2.0 validation, the default ensemble: 48.36% -> 50.00% Query EM, 31 of 1,826 queries turned right, 1 wrong):
+- a longer name wins: an entity label that is a span of the question gives way to the longest span that holds
+  it plus content words and is itself an entity label of the memory ("Salta" -> "Salta Province", "Jesus" ->
+  "Jesus Christ", "Medusa" -> "The Raft of the Medusa"). The generators often copy part of a name, and the
+  part is often the name of something else the memory knows. A span that is or holds another entity label of
+  the query is not taken, and extra function words do not count ("West Wing" stays);
+- an identifier the question names wins over another identifier the model named. Questions ask for an
+  external ID by its name ("What is Wereld van Oranje ID of Rinus Michels?"), and among thousands of
   near-identical ID properties the generators often write a neighbour the memory also knows ("Nihon Tarento
   Meikan ID"). When a relation label with the word "ID" is not in the question, and the question names exactly
-  one identifier relation of the memory (a span with the word "ID" and another content word, the longest where
-  they nest) that no other
-  relation of the query names, the label becomes that span and its description is dropped (it described the
-  other property). On LC-QuAD 2.0 validation it changed 30 of 1,826 final queries: 27 turned right, none
-  turned wrong (docs/generators.md).
-On LC-QuAD 2.0 validation (600 questions, the default model) this took Query EM from 41.33% to 44.50%, most
-of it from relations (docs/generators.md).
+  one identifier relation of the memory (a span with the word "ID" and another content word, the longest
+  where they nest) that no other relation of the query names, the label becomes that span and its
+  description is dropped (it described the other property).
+A name the memory lacks is never a candidate of either rule, so neither can hide a missing entity or relation
+from refusal.
 
 Literals get the same treatment (`ground_literals`): the model writes the right filter but garbles the digits
 or the word it should copy ("36936.0" for "population of 394,169", 'kinson' for "the word turnip"). A number
@@ -135,6 +141,32 @@ def _contains_words(outer: str, inner: str) -> bool:
     )
 
 
+def _longest_known_name(key: str, known_entities: list[tuple[str, str]], others: list[str]) -> str | None:
+    """The longest entity label of the memory among the question spans that hold `key` (an entity label the
+    generator copied from the question) plus content words, and neither are nor hold another entity label of
+    the query."""
+    longer = [
+        (span, span_key)
+        for span, span_key in known_entities
+        if _contains_words(span_key, key)
+        and _adds_content(span_key, key)
+        and not any(other and (other == span_key or _contains_words(span_key, other)) for other in others)
+    ]
+    if not longer:
+        return None
+    return max(longer, key=lambda pair: len(question_words(pair[1])))[0]
+
+
+def _adds_content(outer: str, inner: str) -> bool:
+    """Whether `outer` has a content word besides the words of `inner` ("Salta Province" over "Salta": yes;
+    "the West Wing" over "West Wing": no)."""
+    rest = question_words(outer)
+    for word in question_words(inner):
+        if word in rest:
+            rest.remove(word)
+    return any(word not in STOP_WORDS for word in rest)
+
+
 def _named_identifier(known_relations: list[tuple[str, str]], taken: set[str]) -> str | None:
     """The one identifier relation the question names (the longest where such spans nest), unless it names
     none or several, or another relation placeholder of the query already names it."""
@@ -179,6 +211,17 @@ def ground_labels(
     for p in query.placeholders:
         label = p.label.strip()
         key = label.casefold()
+        if key and key in folded and p.kind == "entity" and known is not None:
+            others = [
+                q.label.strip().casefold() for q in query.placeholders if q.kind == "entity" and q is not p
+            ]
+            longer = _longest_known_name(key, spans_known("entity"), others)
+            if longer is not None:
+                snaps.append(
+                    Snap(p.name, p.label, longer, round(fuzz.ratio(key, longer.casefold()) / 100.0, 4))
+                )
+                placeholders.append(replace(p, label=longer))
+                continue
         if not key or key in folded or (p.kind != "entity" and known is None):
             placeholders.append(p)
             continue
