@@ -24,19 +24,21 @@ meant than one that is not:
   stay as written, so a paraphrased relation stays as the model wrote it.
 On LC-QuAD 2.0 validation (600 questions, the default model) this took Query EM from 41.33% to 44.50%, most
 of it from relations (docs/generators.md). Two exceptions for labels the memory knows (session 24; LC-QuAD
-2.0 validation, the default ensemble: 48.36% -> 50.00% Query EM, 31 of 1,826 queries turned right, 1 wrong):
+2.0 validation, the default ensemble: 48.36% -> 50.88% Query EM, 47 of 1,826 queries turned right, 1 wrong):
 - a longer name wins: an entity label that is a span of the question gives way to the longest span that holds
   it plus content words and is itself an entity label of the memory ("Salta" -> "Salta Province", "Jesus" ->
   "Jesus Christ", "Medusa" -> "The Raft of the Medusa"). The generators often copy part of a name, and the
   part is often the name of something else the memory knows. A span that is or holds another entity label of
   the query is not taken, and extra function words do not count ("West Wing" stays);
-- an identifier the question names wins over another identifier the model named. Questions ask for an
-  external ID by its name ("What is Wereld van Oranje ID of Rinus Michels?"), and among thousands of
-  near-identical ID properties the generators often write a neighbour the memory also knows ("Nihon Tarento
-  Meikan ID"). When a relation label with the word "ID" is not in the question, and the question names exactly
-  one identifier relation of the memory (a span with the word "ID" and another content word, the longest
-  where they nest) that no other relation of the query names, the label becomes that span and its
-  description is dropped (it described the other property).
+- an identifier the question names wins. Questions ask for an external ID by its name ("What is Wereld van
+  Oranje ID of Rinus Michels?"), and among thousands of near-identical ID properties the generators often
+  write a neighbour the memory also knows ("Nihon Tarento Meikan ID"), or another relation altogether
+  ("heritage designation" for "NSW Heritage database ID"). The question names an identifier when exactly one
+  of its spans is a relation label of the memory with an identifier word ("ID", "identifier", "URL", "code",
+  "number", "username") and another content word (the longest where they nest), and no relation of the query
+  names it already. Then a relation label that is not in the question becomes that span, its description
+  dropped (it described the other property), if the label has an identifier word itself or is the query's
+  only relation label that is not in the question.
 A name the memory lacks is never a candidate of either rule, so neither can hide a missing entity or relation
 from refusal.
 
@@ -66,9 +68,11 @@ from pgmr.query.lexer import tokenize
 from pgmr.query.question import STOP_WORDS, question_spans, question_words
 
 LITERAL = "literal"
-# An identifier property's label or alias has the word "ID" ("IMDb ID", "Wereld van Oranje ID"); LC-QuAD 2.0
-# and Wikidata name nearly every external-identifier property that way.
-_IDENTIFIER = re.compile(r"(?<![\w-])id(?![\w-])", re.IGNORECASE)
+# Words of the names of identifier-like properties ("IMDb ID", "Belarus Globe URL", "ITU letter code", "serial
+# number", "Skype username"): Wikidata names nearly every external-identifier property with "ID". Chosen on
+# LC-QuAD 2.0 validation; relations named otherwise are paraphrased too often to be swapped for a question span.
+_IDENTIFIER_WORDS = r"id|identifier|url|code|number|username"
+_IDENTIFIER = re.compile(rf"(?<![\w-])(?:{_IDENTIFIER_WORDS})(?![\w-])", re.IGNORECASE)
 # Is this text a label or alias of the memory, for entities or relations? (`Resolver.knows`)
 Known = Callable[[Kind, str], bool]
 
@@ -130,7 +134,8 @@ def _fragment_of(known: str, known_score: float, closest: str, score: float) -> 
 
 
 def names_identifier(label: str) -> bool:
-    """Whether a relation label names an identifier property ("IMDb ID"; not "Idaho" or "ID-card")."""
+    """Whether a relation label names an identifier-like property ("IMDb ID", "ITU letter code"; not "Idaho"
+    or "ID-card")."""
     return bool(_IDENTIFIER.search(label))
 
 
@@ -170,11 +175,12 @@ def _adds_content(outer: str, inner: str) -> bool:
 def _named_identifier(known_relations: list[tuple[str, str]], taken: set[str]) -> str | None:
     """The one identifier relation the question names (the longest where such spans nest), unless it names
     none or several, or another relation placeholder of the query already names it."""
-    # A bare "ID" (an alias of "record number") names no particular identifier.
+    # A bare "ID" (an alias of "record number") or "code" names no particular property.
     named = [
         (span, key)
         for span, key in known_relations
-        if names_identifier(span) and any(w != "id" and w not in STOP_WORDS for w in question_words(key))
+        if names_identifier(span)
+        and any(not _IDENTIFIER.fullmatch(w) and w not in STOP_WORDS for w in question_words(key))
     ]
     outermost = [(s, k) for s, k in named if not any(_contains_words(other, k) for _, other in named)]
     if len(outermost) != 1 or outermost[0][1] in taken:
@@ -206,6 +212,10 @@ def ground_labels(
         return known_spans[kind]
 
     relation_labels = {q.label.strip().casefold() for q in query.placeholders if q.kind == "relation"}
+    # Relations whose label is not a question span: when one alone is, it is the one a named identifier replaces.
+    unnamed_relations = sum(
+        1 for q in query.placeholders if q.kind == "relation" and q.label.strip().casefold() not in folded
+    )
     snaps: list[Snap] = []
     placeholders = []
     for p in query.placeholders:
@@ -230,7 +240,7 @@ def ground_labels(
         if known is not None:
             if known(p.kind, label):
                 named = None
-                if p.kind == "relation" and names_identifier(label):
+                if p.kind == "relation" and (names_identifier(label) or unnamed_relations == 1):
                     named = _named_identifier(spans_known(p.kind), relation_labels)
                 if named is None:
                     placeholders.append(p)
