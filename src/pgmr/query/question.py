@@ -41,4 +41,18 @@ def question_spans(question: str, max_words: int = 8) -> list[str]:
     return list(dict.fromkeys(spans))
 
 
-__all__ = ["STOP_WORDS", "question_spans", "question_words"]
+# Words of the names of identifier-like properties ("IMDb ID", "Belarus Globe URL", "ITU letter code", "serial
+# number", "Skype username"): Wikidata names nearly every external-identifier property with "ID". Chosen on
+# LC-QuAD 2.0 validation; relations named otherwise are paraphrased too often to be swapped for a question span.
+_IDENTIFIER_WORDS = r"id|identifier|url|code|number|username"
+_IDENTIFIER = re.compile(rf"(?<![\w-])(?:{_IDENTIFIER_WORDS})(?![\w-])", re.IGNORECASE)
+IDENTIFIER_WORD = re.compile(_IDENTIFIER_WORDS, re.IGNORECASE)
+
+
+def names_identifier(label: str) -> bool:
+    """Whether a relation label names an identifier-like property ("IMDb ID", "ITU letter code"; not "Idaho"
+    or "ID-card")."""
+    return bool(_IDENTIFIER.search(label))
+
+
+__all__ = ["IDENTIFIER_WORD", "STOP_WORDS", "names_identifier", "question_spans", "question_words"]

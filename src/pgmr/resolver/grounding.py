@@ -65,14 +65,9 @@ from rapidfuzz import fuzz
 from pgmr.kg.ids import Kind
 from pgmr.query import IntermediateQuery, IntermediateQueryError
 from pgmr.query.lexer import tokenize
-from pgmr.query.question import STOP_WORDS, question_spans, question_words
+from pgmr.query.question import IDENTIFIER_WORD, STOP_WORDS, names_identifier, question_spans, question_words
 
 LITERAL = "literal"
-# Words of the names of identifier-like properties ("IMDb ID", "Belarus Globe URL", "ITU letter code", "serial
-# number", "Skype username"): Wikidata names nearly every external-identifier property with "ID". Chosen on
-# LC-QuAD 2.0 validation; relations named otherwise are paraphrased too often to be swapped for a question span.
-_IDENTIFIER_WORDS = r"id|identifier|url|code|number|username"
-_IDENTIFIER = re.compile(rf"(?<![\w-])(?:{_IDENTIFIER_WORDS})(?![\w-])", re.IGNORECASE)
 # Is this text a label or alias of the memory, for entities or relations? (`Resolver.knows`)
 Known = Callable[[Kind, str], bool]
 
@@ -133,12 +128,6 @@ def _fragment_of(known: str, known_score: float, closest: str, score: float) -> 
     return False
 
 
-def names_identifier(label: str) -> bool:
-    """Whether a relation label names an identifier-like property ("IMDb ID", "ITU letter code"; not "Idaho"
-    or "ID-card")."""
-    return bool(_IDENTIFIER.search(label))
-
-
 def _contains_words(outer: str, inner: str) -> bool:
     words, part = question_words(outer), question_words(inner)
     return len(part) < len(words) and any(
@@ -180,7 +169,7 @@ def _named_identifier(known_relations: list[tuple[str, str]], taken: set[str]) -
         (span, key)
         for span, key in known_relations
         if names_identifier(span)
-        and any(not _IDENTIFIER.fullmatch(w) and w not in STOP_WORDS for w in question_words(key))
+        and any(not IDENTIFIER_WORD.fullmatch(w) and w not in STOP_WORDS for w in question_words(key))
     ]
     outermost = [(s, k) for s, k in named if not any(_contains_words(other, k) for _, other in named)]
     if len(outermost) != 1 or outermost[0][1] in taken:

@@ -41,6 +41,13 @@ The signals, each recorded per placeholder (`Support.features`):
                   label or alias of the memory: the generator means something precise that the memory does not
                   hold ("place of birth" against a memory without P19), where a garbled label ("Bruticlatic ID")
                   is neither. 0 without names.
+    named_identifier  1 when the label is a span of the question, a label or alias of the best, and the name of an
+                  identifier-like property ("LocFDD ID", an alias of P3266 "Library of Congress Format Description
+                  Document ID"; pgmr.query.question.names_identifier). A question that names an identifier
+                  exactly means that property; without this signal the models read the alias match as a near
+                  miss and refused such placeholders (session 24). The same signal for every label (the
+                  question names the best by any label or alias) was tried and helped less: "country" or
+                  "member" name many properties loosely.
 
 A model may use a subset (its `features`); every signal is recorded whichever it uses.
 """
@@ -59,7 +66,7 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from pgmr.query.model import Placeholder
-from pgmr.query.question import STOP_WORDS, question_spans
+from pgmr.query.question import STOP_WORDS, names_identifier, question_spans
 from pgmr.resolver.model import Candidate, Support
 from pgmr.resolver.ranking import normalize_label
 
@@ -78,6 +85,7 @@ FEATURES: tuple[str, ...] = (
     "unknown_span",
     "word_match",
     "named_absent",
+    "named_identifier",
 )
 CALIBRATION_FILE = "calibration.json"
 NAMES_FILE = "names.json"
@@ -160,6 +168,9 @@ def features(
         "unknown_span": float(in_question and not known),
         "word_match": word_match(placeholder.label, surfaces or (best.label,)),
         "named_absent": float(key in names and not known),
+        "named_identifier": float(
+            in_question and best.lexical >= EXACT and names_identifier(placeholder.label)
+        ),
     }
 
 
