@@ -129,6 +129,7 @@ def _fragment_of(known: str, known_score: float, closest: str, score: float) -> 
 
 
 def _contains_words(outer: str, inner: str) -> bool:
+    """Whether `inner`'s words are a run of `outer`'s, `outer` having more of them."""
     words, part = question_words(outer), question_words(inner)
     return len(part) < len(words) and any(
         words[i : i + len(part)] == part for i in range(len(words) - len(part) + 1)
