@@ -213,6 +213,13 @@ def test_an_identifier_the_question_names_replaces_another_identifier_the_model_
         "relation0 = [REL] Nihon Tarento Meikan ID [/REL]\nrelation1 = [REL] Wereld van Oranje ID [/REL]"
     )
     assert ground_labels(both, question, known=knows)[1] == ()
+    # Two identifier labels the question does not name, one identifier it does: only the first takes it.
+    two_ids = parse(both.to_text().replace("Wereld van Oranje ID", "Kino-teatr.ua person ID"))
+    grounded, snaps = ground_labels(
+        two_ids, question, known=lambda kind, text: knows(kind, text) or "kino" in text.casefold()
+    )
+    assert [s.placeholder for s in snaps] == ["relation0"]
+    assert grounded.placeholder("relation1").label == "Kino-teatr.ua person ID"
     assert not [s for s in ground_labels(query, question)[1] if s.placeholder == "relation0"]
 
 

@@ -238,6 +238,7 @@ def ground_labels(
                     score = fuzz.ratio(key, named.casefold()) / 100.0
                     snaps.append(Snap(p.name, p.label, named, round(score, 4)))
                     placeholders.append(replace(p, label=named, description=""))
+                    relation_labels.add(named.casefold())  # no second relation of the query takes it too
                 continue
             best, best_score = _closest(key, spans_known(p.kind))
             if best_score < config.min_similarity:
