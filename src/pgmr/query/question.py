@@ -44,9 +44,8 @@ def question_spans(question: str, max_words: int = 8) -> list[str]:
 # Words of the names of identifier-like properties ("IMDb ID", "Belarus Globe URL", "ITU letter code", "serial
 # number", "Skype username"): Wikidata names nearly every external-identifier property with "ID". Chosen on
 # LC-QuAD 2.0 validation; relations named otherwise are paraphrased too often to be swapped for a question span.
-_IDENTIFIER_WORDS = r"id|identifier|url|code|number|username"
-_IDENTIFIER = re.compile(rf"(?<![\w-])(?:{_IDENTIFIER_WORDS})(?![\w-])", re.IGNORECASE)
-IDENTIFIER_WORD = re.compile(_IDENTIFIER_WORDS, re.IGNORECASE)
+IDENTIFIER_WORDS = frozenset({"id", "identifier", "url", "code", "number", "username"})
+_IDENTIFIER = re.compile(rf"(?<![\w-])(?:{'|'.join(sorted(IDENTIFIER_WORDS))})(?![\w-])", re.IGNORECASE)
 
 
 def names_identifier(label: str) -> bool:
@@ -55,4 +54,4 @@ def names_identifier(label: str) -> bool:
     return bool(_IDENTIFIER.search(label))
 
 
-__all__ = ["IDENTIFIER_WORD", "STOP_WORDS", "names_identifier", "question_spans", "question_words"]
+__all__ = ["IDENTIFIER_WORDS", "STOP_WORDS", "names_identifier", "question_spans", "question_words"]

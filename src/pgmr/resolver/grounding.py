@@ -65,7 +65,7 @@ from rapidfuzz import fuzz
 from pgmr.kg.ids import Kind
 from pgmr.query import IntermediateQuery, IntermediateQueryError
 from pgmr.query.lexer import tokenize
-from pgmr.query.question import IDENTIFIER_WORD, STOP_WORDS, names_identifier, question_spans, question_words
+from pgmr.query.question import IDENTIFIER_WORDS, STOP_WORDS, names_identifier, question_spans, question_words
 
 LITERAL = "literal"
 # Is this text a label or alias of the memory, for entities or relations? (`Resolver.knows`)
@@ -118,22 +118,31 @@ def _fragment_of(known: str, known_score: float, closest: str, score: float) -> 
     a memory lacking the entity looks like; snapping to the fragment would resolve it with full support, so
     refusal could not see it. Extra function words do not count ("the Ivory Coast" still gives way to the memory
     label "Ivory Coast")."""
-    if score <= known_score:
-        return False
-    words, inner = question_words(closest.casefold()), question_words(known.casefold())
-    for start in range(len(words) - len(inner) + 1):
-        if words[start : start + len(inner)] == inner:
-            rest = words[:start] + words[start + len(inner) :]
-            return any(w not in STOP_WORDS for w in rest)
-    return False
+    return score > known_score and _holds_plus_content(closest.casefold(), known.casefold())
+
+
+def _run_at(words: list[str], part: list[str]) -> int | None:
+    """Where `part` first occurs as a run of `words`, or None."""
+    for start in range(len(words) - len(part) + 1):
+        if words[start : start + len(part)] == part:
+            return start
+    return None
 
 
 def _contains_words(outer: str, inner: str) -> bool:
     """Whether `inner`'s words are a run of `outer`'s, `outer` having more of them."""
     words, part = question_words(outer), question_words(inner)
-    return len(part) < len(words) and any(
-        words[i : i + len(part)] == part for i in range(len(words) - len(part) + 1)
-    )
+    return len(part) < len(words) and _run_at(words, part) is not None
+
+
+def _holds_plus_content(outer: str, inner: str) -> bool:
+    """Whether `inner`'s words are a run of `outer`'s and `outer` has a content word besides them ("Salta
+    Province" over "Salta", "CFR DE 241 class" over "class": yes; "the West Wing" over "West Wing": no)."""
+    words, part = question_words(outer), question_words(inner)
+    start = _run_at(words, part)
+    if start is None:
+        return False
+    return any(w not in STOP_WORDS for w in words[:start] + words[start + len(part) :])
 
 
 def _longest_known_name(key: str, known_entities: list[tuple[str, str]], others: list[str]) -> str | None:
@@ -143,23 +152,12 @@ def _longest_known_name(key: str, known_entities: list[tuple[str, str]], others:
     longer = [
         (span, span_key)
         for span, span_key in known_entities
-        if _contains_words(span_key, key)
-        and _adds_content(span_key, key)
+        if _holds_plus_content(span_key, key)
         and not any(other and (other == span_key or _contains_words(span_key, other)) for other in others)
     ]
     if not longer:
         return None
     return max(longer, key=lambda pair: len(question_words(pair[1])))[0]
-
-
-def _adds_content(outer: str, inner: str) -> bool:
-    """Whether `outer` has a content word besides the words of `inner` ("Salta Province" over "Salta": yes;
-    "the West Wing" over "West Wing": no)."""
-    rest = question_words(outer)
-    for word in question_words(inner):
-        if word in rest:
-            rest.remove(word)
-    return any(word not in STOP_WORDS for word in rest)
 
 
 def _named_identifier(known_relations: list[tuple[str, str]], taken: set[str]) -> str | None:
@@ -170,7 +168,7 @@ def _named_identifier(known_relations: list[tuple[str, str]], taken: set[str]) -
         (span, key)
         for span, key in known_relations
         if names_identifier(span)
-        and any(not IDENTIFIER_WORD.fullmatch(w) and w not in STOP_WORDS for w in question_words(key))
+        and any(w not in IDENTIFIER_WORDS and w not in STOP_WORDS for w in question_words(key))
     ]
     outermost = [(s, k) for s, k in named if not any(_contains_words(other, k) for _, other in named)]
     if len(outermost) != 1 or outermost[0][1] in taken:
