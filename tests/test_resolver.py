@@ -281,3 +281,25 @@ def test_lexical_similarity_is_the_best_ratio_over_an_ids_surfaces(memory: Memor
         ]
         assert lexicon.similarities(ids, key) == expected
     assert lexicon.similarities([], "berlin") == []
+
+
+def test_the_resolver_turns_a_triple_its_facts_show_backwards(memory: Memory) -> None:
+    """'What is Paris the capital of?' written as Paris's capital: the facts (Paris only ever the object of
+    P36) turn it round; the evidence is that of the generated query, and the note says what changed."""
+    from pgmr.resolver.facts import TrainingFacts
+
+    facts = TrainingFacts.from_sparql(["SELECT ?c WHERE { ?c wdt:P36 wd:Q90 }"])
+    query = _query(
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\n"
+        "entity0 = [ENT] Paris [/ENT] capital city of France\nrelation0 = [REL] capital [/REL]"
+    )
+    result = Resolver(memory, facts=facts).resolve(query)
+    assert isinstance(result, Resolution)
+    assert same_query(result.sparql, "SELECT ?x WHERE { ?x wdt:P36 wd:Q90 }")
+    assert result.query.skeleton == "SELECT ?x WHERE { ?x wdt:relation0 wd:entity0 }"
+    assert result.notes and "object of P36" in result.notes[0]
+    assert result.to_json()["notes"] == list(result.notes)
+    kept = Resolver(memory, ResolverConfig(orient=False), facts=facts).resolve(query)
+    assert isinstance(kept, Resolution) and kept.notes == ()
+    assert same_query(kept.sparql, "SELECT ?x WHERE { wd:Q90 wdt:P36 ?x }")
+    assert "notes" not in kept.to_json()

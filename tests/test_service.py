@@ -117,6 +117,17 @@ def test_resolve_runs_an_intermediate_query(client: httpx.Client) -> None:
         {"placeholder": "literal", "generated": "3546", "grounded": "3600"},
     ]
     assert grounded["mapping"]["entity0"] == "Q1055" and "FILTER(?n > 3600)" in grounded["sparql"]
+    # The shipped training facts show Germany only as the object of "country" (P17): a query that asks for
+    # Germany's country is turned round, the intermediate query stays as written, and a note says why.
+    backwards = (
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\n"
+        "entity0 = [ENT] Germany [/ENT] country in Central Europe\nrelation0 = [REL] country [/REL]"
+    )
+    turned = client.post("/resolve", json={"query": backwards, "execute": False}).json()
+    assert turned["status"] == "resolved", turned.get("reason")
+    assert "?x wdt:P17 wd:Q183" in turned["sparql"] and turned["intermediate"] == backwards
+    assert len(turned["notes"]) == 1 and "Q183" in turned["notes"][0] and "object of P17" in turned["notes"][0]
+    assert grounded["notes"] == []
 
 
 @pytest.mark.parametrize(

@@ -234,6 +234,8 @@ def render(result: AskResult) -> Group:
         # A literal is shown as the query writes it (quotes included); a label as a Python string.
         change = f"{generated} -> {grounded}" if name == LITERAL else f"{generated!r} -> {grounded!r}"
         parts.append(Text.assemble((f"grounded {name}: ", "bold"), f"{change} (from the question)"))
+    for note in result.notes:
+        parts.append(Text.assemble(("resolver: ", "bold"), note))
     parts.extend(candidate_table(p) for p in result.placeholders)
     if result.sparql:
         parts.append(

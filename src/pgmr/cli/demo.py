@@ -112,6 +112,10 @@ def demo(
             for name, generated, grounded in result.grounded:
                 out.print(f"grounded {name}: {escape(generated)!r} -> {escape(grounded)!r}")
             row["grounded"] = result.grounded_json()
+        for note in result.notes:
+            out.print(f"resolver: {escape(note)}")
+        if result.notes:
+            row["notes"] = list(result.notes)
         matches = sqm = False
         if result.status == "resolved" and result.sparql is not None:
             assert result.verdict is not None

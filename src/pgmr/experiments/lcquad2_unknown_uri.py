@@ -5,7 +5,9 @@ preset and budget, then evaluated on its test part.
 Run directories (`<out>/runs/<mode>/`) are resumable: calling the experiment again continues training from
 the last checkpoint (raise --max-steps/--epochs, or give another --max-minutes), `--no-train` only evaluates.
 The resolver's prominence prior is counted from the split's training part only: the memory's own prior comes
-from all of LC-QuAD train, which holds many of this split's test questions.
+from all of LC-QuAD train, which holds many of this split's test questions. For the same reason the role facts
+that orient triples (pgmr.resolver.facts) come from the generators' training part of this split, not the
+shipped ones.
 """
 
 from __future__ import annotations
@@ -161,6 +163,7 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
     from pgmr.datasets.splits import split_train_validation
     from pgmr.jsonl import write_json, write_jsonl
     from pgmr.resolver import Prior
+    from pgmr.resolver.facts import TrainingFacts
     from pgmr.resolver.priors import counts_from_sparql
 
     split, train_info, test_info = unknown_uri_split(ws, options)
@@ -190,6 +193,9 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
 
     # From this split's training part only (see the module docstring); what every resolver here uses.
     prior = Prior(counts_from_sparql([r.sparql for r in split.train]))
+    facts = TrainingFacts.from_sparql(
+        (r.sparql for r in train_part), {"dataset": f"{NAME} split (seed {options.seed}), training part"}
+    )
     training: dict[str, Any] = {}
     systems: dict[str, Any] = {}
     resolver = None
@@ -199,7 +205,7 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
             training[mode] = train_mode(ws, mode, run_dir, train_part, validation_part, options)
         spec = _spec(mode, run_dir, ws.settings.command)
         if mode in ("pgmr", "rag-pgmr") and resolver is None and not spec.missing:
-            resolver = ws.resolver(prior=prior)
+            resolver = ws.resolver(prior=prior, facts=facts)
         systems[mode] = run_system(
             ws,
             spec,
@@ -211,14 +217,14 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
         )
     rerank: dict[str, Any] | None = None
     if options.structured is not None:
-        spec, rerank = _ensemble(ws, options, prior, validation_part)
+        spec, rerank = _ensemble(ws, options, prior, facts, validation_part)
         systems[ENSEMBLE] = run_system(
             ws,
             spec,
             test_records,
             experiment=NAME,
             dataset="unknown-URI test",
-            resolver=resolver if resolver is not None else ws.resolver(prior=prior),
+            resolver=resolver if resolver is not None else ws.resolver(prior=prior, facts=facts),
             catalog=ws.catalog,
         )
     kept = carry_over(systems, earlier, add_missing=True, reporter=ws.reporter)
@@ -273,7 +279,7 @@ def _spec(mode: str, run_dir: Path, command: str) -> SystemSpec:
 
 
 def _ensemble(
-    ws: Workspace, options: UnknownUriOptions, prior: Any, validation_part: Sequence[Any]
+    ws: Workspace, options: UnknownUriOptions, prior: Any, facts: Any, validation_part: Sequence[Any]
 ) -> tuple[SystemSpec, dict[str, Any] | None]:
     """The ensemble `<out>/runs/pgmr-ensemble`: a card naming the pgmr run's seq2seq model,
     `options.structured` and `options.extra_members`, and a reranker fitted on the split's validation part
@@ -379,7 +385,7 @@ def _ensemble(
             questions,
             drafts,
             {r.id: _qa(r) for r in validation_part},
-            ws.resolver(prior=prior, **no_refusal),
+            ws.resolver(prior=prior, facts=facts, **no_refusal),
             ws.stages(**no_refusal),
         )
     names = [n for n, _ in members]

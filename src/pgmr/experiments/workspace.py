@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pgmr.kg.catalog import LabelCatalog
     from pgmr.memory import Encoder, Memory
     from pgmr.resolver import Prior, Resolver
+    from pgmr.resolver.facts import TrainingFacts
 
 
 @lru_cache(maxsize=2)
@@ -87,11 +88,18 @@ class Workspace:
         )
 
     def resolver(
-        self, memory: Memory | None = None, *, prior: Prior | None = None, **resolver_changes: Any
+        self,
+        memory: Memory | None = None,
+        *,
+        prior: Prior | None = None,
+        facts: TrainingFacts | None = None,
+        **resolver_changes: Any,
     ) -> Resolver:
         from pgmr.resolver import Resolver
 
-        return Resolver(memory or self.memory, self.stages(**resolver_changes).resolver, prior=prior)
+        return Resolver(
+            memory or self.memory, self.stages(**resolver_changes).resolver, prior=prior, facts=facts
+        )
 
     def load_test(self, name: str) -> list[QARecord]:
         """The first `limit` records of a named dataset."""

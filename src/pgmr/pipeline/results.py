@@ -159,6 +159,9 @@ class AskResult:
     # Labels and literals snapped to the question before resolution: (placeholder or "literal", generated,
     # grounded).
     grounded: tuple[tuple[str, str, str], ...] = ()
+    # What the resolver changed in the query besides filling IDs (a triple turned round by the training facts,
+    # pgmr.resolver.facts); `intermediate` stays as generated.
+    notes: tuple[str, ...] = ()
     # The resolver's own verdict, with every candidate's signals (None when nothing was resolved): for those
     # who study resolution (the refusal experiment, `pgmr generate --resolve`'s evidence). Not in `to_json`.
     verdict: Resolution | Refusal | None = field(default=None, repr=False, compare=False)
@@ -189,6 +192,7 @@ class AskResult:
             "probes": [p.to_json() for p in self.probes],
             "timings": {stage: round(seconds, 6) for stage, seconds in self.timings},
             "grounded": self.grounded_json(),
+            "notes": list(self.notes),
             "drafts": [d.to_json() for d in self.drafts],
         }
 

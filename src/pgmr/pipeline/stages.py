@@ -330,6 +330,7 @@ def _after_resolution(
         mapping=tuple(mapping.items()),
         choice=choice,
         probes=probes,
+        notes=resolution.notes,
         verdict=resolution,
     )
     return _with_outcome(result, outcome, timer, labels, config.max_answers)

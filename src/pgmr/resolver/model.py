@@ -127,6 +127,9 @@ class Resolution:
     sparql: str
     mapping: tuple[tuple[str, str], ...]
     evidence: tuple[PlaceholderEvidence, ...]
+    # What the resolver changed in the generated query besides filling IDs (a triple turned round by the
+    # training facts, pgmr.resolver.facts); `query` is the query as changed.
+    notes: tuple[str, ...] = ()
 
     status = "resolved"
 
@@ -139,6 +142,7 @@ class Resolution:
             "sparql": self.sparql,
             "mapping": dict(self.mapping),
             "evidence": [e.to_json() for e in self.evidence],
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
 

@@ -4,7 +4,7 @@ or a refusal naming the placeholders the memory does not support."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from rapidfuzz import fuzz, process
@@ -15,6 +15,7 @@ from pgmr.memory import Memory, MemoryDictionary, MemoryHit, memory_text
 from pgmr.query.gate import check_query
 from pgmr.query.lexer import tokenize
 from pgmr.query.model import IntermediateQuery, Placeholder, placeholder_kind
+from pgmr.resolver.facts import TrainingFacts, shipped_facts
 from pgmr.resolver.model import Candidate, PlaceholderEvidence, Refusal, Resolution
 from pgmr.resolver.ranking import Prior, normalize_label
 from pgmr.resolver.support import Calibration, question_keys, shipped_calibration
@@ -49,6 +50,8 @@ class ResolverConfig:
     # holds what it names) is below this; 0 never refuses on it. The resolver's own default stays 0 (the library ranks, the caller
     # decides); pgmr ask/serve/demo and the experiments pass the shipped threshold.
     min_confidence: float = 0.0
+    # Turn round a triple that the training queries' role facts show backwards (pgmr.resolver.facts).
+    orient: bool = True
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.search_k < self.k:
@@ -126,11 +129,15 @@ class Resolver:
         config: ResolverConfig | None = None,
         prior: Prior | None = None,
         calibration: Calibration | None = None,
+        facts: TrainingFacts | None = None,
     ) -> None:
+        """`facts`: the role facts that orient triples (default: those that ship, from the shipped generator's
+        training data); unused when `config.orient` is off."""
         self.memory = memory
         self.config = config or ResolverConfig()
         self.prior = prior or Prior(memory.prior_counts)
         self.calibration = calibration or shipped_calibration()
+        self.facts = (facts or shipped_facts()) if self.config.orient else None
         self._lexicons: dict[Kind, _Lexicon] = {}
 
     def lexicon(self, kind: Kind) -> _Lexicon:
@@ -319,9 +326,13 @@ class Resolver:
         if unsupported:
             return Refusal(query, unsupported, tuple(evidence))
         mapping = {ev.placeholder.name: ev.best.id for ev in evidence if ev.best is not None}
+        notes: tuple[str, ...] = ()
+        if self.facts is not None:
+            skeleton, notes = self.facts.turned(query.skeleton, mapping)
+            query = replace(query, skeleton=skeleton)
         sparql = fill(query, mapping)
         self._check_output(sparql, mapping)
-        return Resolution(query, sparql, tuple(mapping.items()), tuple(evidence))
+        return Resolution(query, sparql, tuple(mapping.items()), tuple(evidence), notes)
 
     def _check_output(self, sparql: str, mapping: dict[str, str]) -> None:
         for name, wid in mapping.items():

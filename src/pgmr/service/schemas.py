@@ -153,6 +153,8 @@ class AskResponse(BaseModel):
     probes: list[ProbeOut]
     timings: dict[str, float]
     grounded: list[GroundedOut] = []
+    # What the resolver changed besides filling IDs: a triple turned round by the training facts.
+    notes: list[str] = []
     drafts: list[DraftOut] = []
 
 
