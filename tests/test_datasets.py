@@ -306,6 +306,11 @@ def test_real_datasets() -> None:
     assert len(train.records) == 22956
     assert train.skipped_by_reason() == {"no_question": 5, "unresolved_ids": 456}
     assert len({r.id for r in train.records}) == len(train.records)
+    # The validation carve and the training part split lcquad2-train between them, with nothing in both.
+    part = {r.id for r in load_named("lcquad2-train-part", data_dir).records}
+    validation = {r.id for r in load_named("lcquad2-validation", data_dir).records}
+    assert (len(part), len(validation)) == (21130, 1826)
+    assert part.isdisjoint(validation) and part | validation == {r.id for r in train.records}
 
     test = load_named("lcquad2-test", data_dir)
     assert (len(test.records), test.skipped) == (5715, ())

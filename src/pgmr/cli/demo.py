@@ -62,7 +62,7 @@ def demo(
         memory = Memory.load(path, precision=precision)
     except MemoryNotFoundError:
         console.print(f"no memory at {path}: building it (once; later runs load it)")
-        counts = counts_from_dataset("lcquad2-train", data_dir)
+        counts = counts_from_dataset("lcquad2-train-part", data_dir)
         with progress_callback("encoding the memory") as progress:
             memory = Memory.build(catalog, path, load_encoder(None), prior_counts=counts, progress=progress)
     records = load_named("lcquad2-test", data_dir).records[: n * 2]

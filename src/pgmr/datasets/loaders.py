@@ -42,8 +42,12 @@ NAMED_DATASETS: dict[str, tuple[str, str, str]] = {
     # Carved from lcquad2-train by `split_train_validation` (8%, hash of the id): the split `pgmr train` holds
     # out by default, so generators are tuned on it and test is only reported.
     "lcquad2-validation": ("lcquad2/train.jsonl", "lcquad2", "lcquad2"),
+    # lcquad2-train without that carve: what the shipped models were trained on, and what anything else learned
+    # from training data (the memory's prior) must be counted from, or validation sees its own answers.
+    "lcquad2-train-part": ("lcquad2/train.jsonl", "lcquad2", "lcquad2"),
 }
 VALIDATION_OF: dict[str, str] = {"lcquad2-validation": "lcquad2-train"}
+TRAIN_PART_OF: dict[str, str] = {"lcquad2-train-part": "lcquad2-train"}
 
 
 # --- public loaders -------------------------------------------------------------------------------------
@@ -109,11 +113,12 @@ def load_named(name: str, data_dir: Path | str) -> LoadResult:
     if name not in NAMED_DATASETS:
         raise DatasetError(f"unknown dataset {name!r}; expected one of {', '.join(NAMED_DATASETS)}")
     relative, fmt, source = NAMED_DATASETS[name]
-    if name in VALIDATION_OF:
+    if name in VALIDATION_OF or name in TRAIN_PART_OF:
         from pgmr.datasets.splits import split_train_validation
 
-        full = load_named(VALIDATION_OF[name], data_dir)
-        return LoadResult(tuple(split_train_validation(full.records)[1]), full.skipped)
+        full = load_named(VALIDATION_OF.get(name) or TRAIN_PART_OF[name], data_dir)
+        train, validation = split_train_validation(full.records)
+        return LoadResult(tuple(validation if name in VALIDATION_OF else train), full.skipped)
     path = Path(data_dir).expanduser() / relative
     if fmt == "lcquad2":
         return load_lcquad2(path)
