@@ -172,7 +172,7 @@ def test_demo_runs_on_the_data_dir_and_builds_its_memory(data_dir: Path, tmp_pat
             str(tmp_path / "demo"),
             # The shipped threshold is calibrated on the full memory; in this small memory every neighbour is a
             # prominent ID, so a made-up name is less clearly unsupported (Zorblax Prime -> Berlin, confidence
-            # ~0.52, against the shipped 0.59) and the refusal example is shown at a stricter threshold. The
+            # ~0.52, above the shipped 0.51) and the refusal example is shown at a stricter threshold. The
             # oracle's gold rows pass it (~0.89: the demo hands the oracle no question, so no question signals).
             "--threshold",
             "0.8",
