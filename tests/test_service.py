@@ -126,7 +126,9 @@ def test_resolve_runs_an_intermediate_query(client: httpx.Client) -> None:
     turned = client.post("/resolve", json={"query": backwards, "execute": False}).json()
     assert turned["status"] == "resolved", turned.get("reason")
     assert "?x wdt:P17 wd:Q183" in turned["sparql"] and turned["intermediate"] == backwards
-    assert len(turned["notes"]) == 1 and "Q183" in turned["notes"][0] and "object of P17" in turned["notes"][0]
+    assert (
+        len(turned["notes"]) == 1 and "Q183" in turned["notes"][0] and "object of P17" in turned["notes"][0]
+    )
     assert grounded["notes"] == []
 
 
