@@ -55,7 +55,7 @@ def test_the_variables_class_alone_can_turn_a_triple(facts: TrainingFacts) -> No
     mapping = {"entity0": "Q183", "relation0": "P36", "relation1": "P31", "entity1": "Q6256"}
     turned, notes = facts.turned(skeleton, mapping)
     assert turned == "SELECT ?x WHERE { ?x wdt:relation0 wd:entity0 . ?x wdt:relation1 wd:entity1 }"
-    assert "class Q6256" in notes[0]
+    assert "things of class Q6256 as its subject" in notes[0] and "Q183" not in notes[0]
 
 
 @pytest.mark.parametrize(

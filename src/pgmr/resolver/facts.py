@@ -182,16 +182,20 @@ class TrainingFacts:
         }
         edits: list[tuple[Triple, str]] = []
         for t, prop, entity, role, var_class in _roles(triples(skeleton), value):
-            if self.support(prop, entity, role, var_class) == 0 and self.support(
+            if self.support(prop, entity, role, var_class) or not self.support(
                 prop, entity, _OTHER[role], var_class
             ):
-                seen = f"{entity} or class {var_class}" if var_class else entity
-                edits.append(
-                    (
-                        t,
-                        f"turned round: training queries show {seen} as the {_OTHER[role]} of {prop}, never as its {role}",
-                    )
-                )
+                continue
+            shown = (
+                [f"{entity} as the {_OTHER[role]} of {prop}"]
+                if entity in self.entities[_OTHER[role]].get(prop, ())
+                else []
+            )
+            if var_class is not None and var_class in self.classes[role].get(prop, ()):
+                shown.append(f"things of class {var_class} as its {role}")
+            edits.append(
+                (t, f"turned round: training queries show {' and '.join(shown)}, never the other way round")
+            )
         text = skeleton
         for t, _ in sorted(edits, key=lambda e: -e[0].subject.start):
             s, o = t.subject, t.object
