@@ -303,3 +303,11 @@ def test_the_resolver_turns_a_triple_its_facts_show_backwards(memory: Memory) ->
     assert isinstance(kept, Resolution) and kept.notes == ()
     assert same_query(kept.sparql, "SELECT ?x WHERE { wd:Q90 wdt:P36 ?x }")
     assert "notes" not in kept.to_json()
+
+
+def test_empty_facts_turn_nothing_rather_than_falling_back_to_the_shipped_ones(memory: Memory) -> None:
+    from pgmr.resolver.facts import TrainingFacts
+
+    empty = TrainingFacts.from_sparql([])
+    assert len(empty) == 0
+    assert Resolver(memory, facts=empty).facts is empty

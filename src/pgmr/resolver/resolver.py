@@ -137,7 +137,8 @@ class Resolver:
         self.config = config or ResolverConfig()
         self.prior = prior or Prior(memory.prior_counts)
         self.calibration = calibration or shipped_calibration()
-        self.facts = (facts or shipped_facts()) if self.config.orient else None
+        # `is None`, not `or`: an empty TrainingFacts is falsy and must not fall back to the shipped facts.
+        self.facts = (facts if facts is not None else shipped_facts()) if self.config.orient else None
         self._lexicons: dict[Kind, _Lexicon] = {}
 
     def lexicon(self, kind: Kind) -> _Lexicon:
