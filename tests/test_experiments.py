@@ -337,6 +337,16 @@ def test_unknown_uri_trains_and_evaluates_on_held_out_entities(
     train_entities = {wid for rid, r in pool.items() if rid not in test_ids for wid in entity_ids(r)}
     test_entities = {wid for rid in test_ids for wid in entity_ids(pool[rid])}
     assert test_entities and not test_entities & train_entities
+    # The resolver's role facts come from the split's training part: none is about a test entity.
+    facts = json.loads((out / "split" / "facts.json").read_text())
+    fact_ids = {
+        i
+        for table in ("entities", "classes")
+        for r in facts[table].values()
+        for ids in r.values()
+        for i in ids
+    }
+    assert fact_ids and not fact_ids & test_entities
     for mode in ("pgmr", "direct"):
         card = json.loads((out / "runs" / mode / "model" / "model_card.json").read_text())
         assert card["mode"] == mode and card["model"]["preset"] == "minilm-tiny"

@@ -5,9 +5,9 @@ preset and budget, then evaluated on its test part.
 Run directories (`<out>/runs/<mode>/`) are resumable: calling the experiment again continues training from
 the last checkpoint (raise --max-steps/--epochs, or give another --max-minutes), `--no-train` only evaluates.
 The resolver's prominence prior is counted from the split's training part only: the memory's own prior comes
-from all of LC-QuAD train, which holds many of this split's test questions. For the same reason the role facts
-that orient triples (pgmr.resolver.facts) come from the generators' training part of this split, not the
-shipped ones.
+from LC-QuAD train, which holds many of this split's test questions. For the same reason the role facts that
+orient triples (pgmr.resolver.facts) come from the generators' training part of this split, not the shipped
+ones; they are written to `<out>/split/facts.json`.
 """
 
 from __future__ import annotations
@@ -196,6 +196,7 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
     facts = TrainingFacts.from_sparql(
         (r.sparql for r in train_part), {"dataset": f"{NAME} split (seed {options.seed}), training part"}
     )
+    write_json(split_dir / "facts.json", facts.to_json())
     training: dict[str, Any] = {}
     systems: dict[str, Any] = {}
     resolver = None
