@@ -24,6 +24,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal
 
+from pgmr.conversion import ConversionError, to_skeleton
 from pgmr.query.errors import IntermediateQueryError
 from pgmr.query.lexer import Token, tokenize
 
@@ -34,6 +35,7 @@ ROLES: tuple[Role, Role] = ("subject", "object")
 _OTHER: dict[Role, Role] = {"subject": "object", "object": "subject"}
 _STARTS = frozenset({"{", "."})
 _ENDS = frozenset({".", "}"})
+_WDT = frozenset({"wdt"})
 _FACT_PREFIXES = frozenset({"wdt", "p", "ps"})
 
 
@@ -54,14 +56,14 @@ def _is_var(tok: Token) -> bool:
     return tok.kind == "other" and tok.text[:1] in "?$" and len(tok.text) > 1
 
 
-def triples(text: str, prefixes: frozenset[str] = frozenset({"wdt"})) -> list[Triple]:
+def triples(text: str, prefixes: frozenset[str] = _WDT) -> list[Triple]:
     """The stand-alone triple patterns of a query whose predicate is a name with one of `prefixes`: after `{` or
     `.`, before `.` or `}` (a pattern continued with `;` or `,` is skipped, since turning it round would change
     its neighbours)."""
-    try:
-        tokens = [t for t in tokenize(text) if t.kind != "comment"]
-    except IntermediateQueryError:
-        return []
+    return _triples(_tokens(text), prefixes)
+
+
+def _triples(tokens: list[Token], prefixes: frozenset[str]) -> list[Triple]:
     found: list[Triple] = []
     for i in range(1, len(tokens) - 3):
         before, s, p, o, after = tokens[i - 1], tokens[i], tokens[i + 1], tokens[i + 2], tokens[i + 3]
@@ -106,16 +108,17 @@ def _roles(
             yield t, prop, value[entity], role, classes.get(var)
 
 
-def _gold_value(text: str) -> dict[str, str]:
-    """Token text -> Wikidata ID, for the `wd:`/`wdt:` names of a gold query."""
-    return {t.text: t.local for t in _safe_tokens(text) if t.kind == "pname" and t.prefix in ("wd", "wdt")}
-
-
-def _safe_tokens(text: str) -> list[Token]:
+def _tokens(text: str) -> list[Token]:
+    """A query's tokens without comments; none for text the lexer cannot read."""
     try:
-        return list(tokenize(text))
+        return [t for t in tokenize(text) if t.kind != "comment"]
     except IntermediateQueryError:
         return []
+
+
+def _values(tokens: list[Token], mapping: Mapping[str, str]) -> dict[str, str]:
+    """Token text (`wd:entity0`) -> Wikidata ID, for the placeholders of a skeleton (`mapping`: placeholder -> ID)."""
+    return {t.text: mapping[t.local] for t in tokens if t.kind == "pname" and t.local in mapping}
 
 
 class TrainingFacts:
@@ -144,8 +147,13 @@ class TrainingFacts:
         entities: dict[Role, dict[str, set[str]]] = {r: {} for r in ROLES}
         classes: dict[Role, dict[str, set[str]]] = {r: {} for r in ROLES}
         for sparql in queries:
-            value = _gold_value(sparql)
-            found = triples(sparql, _FACT_PREFIXES)
+            try:
+                skeleton, mapping = to_skeleton(sparql)
+            except ConversionError:
+                continue
+            tokens = _tokens(skeleton)
+            value = _values(tokens, mapping)
+            found = _triples(tokens, _FACT_PREFIXES)
             for _, prop, entity, role, var_class in _roles(
                 [t for t in found if t.predicate.prefix == "wdt"], value
             ):
@@ -157,11 +165,13 @@ class TrainingFacts:
             for t in found:
                 subject = None if _is_var(t.subject) else value.get(t.subject.text)
                 obj = None if _is_var(t.object) else value.get(t.object.text)
-                prefix, prop = t.predicate.prefix, t.predicate.local
+                prefix, named = t.predicate.prefix, value.get(t.predicate.text)
+                if named is None:
+                    continue
                 if subject is not None and (prefix == "p" or (prefix == "wdt" and obj is not None)):
-                    entities["subject"].setdefault(prop, set()).add(subject)
+                    entities["subject"].setdefault(named, set()).add(subject)
                 if obj is not None and (prefix == "ps" or (prefix == "wdt" and subject is not None)):
-                    entities["object"].setdefault(prop, set()).add(obj)
+                    entities["object"].setdefault(named, set()).add(obj)
         return cls(entities, classes, provenance)
 
     def support(self, prop: str, entity: str, role: Role, var_class: str | None) -> int:
@@ -175,13 +185,9 @@ class TrainingFacts:
     def turned(self, skeleton: str, mapping: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
         """`skeleton` (placeholders filled by `mapping`, placeholder -> ID) with each triple the facts say is
         backwards turned round, and a note per turned triple."""
-        value = {
-            t.text: mapping[t.local]
-            for t in _safe_tokens(skeleton)
-            if t.kind == "pname" and t.prefix in ("wd", "wdt") and t.local in mapping
-        }
+        tokens = _tokens(skeleton)
         edits: list[tuple[Triple, str]] = []
-        for t, prop, entity, role, var_class in _roles(triples(skeleton), value):
+        for t, prop, entity, role, var_class in _roles(_triples(tokens, _WDT), _values(tokens, mapping)):
             if self.support(prop, entity, role, var_class) or not self.support(
                 prop, entity, _OTHER[role], var_class
             ):
