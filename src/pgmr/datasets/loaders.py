@@ -46,8 +46,11 @@ NAMED_DATASETS: dict[str, tuple[str, str, str]] = {
     # from training data (the memory's prior) must be counted from, or validation sees its own answers.
     "lcquad2-train-part": ("lcquad2/train.jsonl", "lcquad2", "lcquad2"),
 }
-VALIDATION_OF: dict[str, str] = {"lcquad2-validation": "lcquad2-train"}
-TRAIN_PART_OF: dict[str, str] = {"lcquad2-train-part": "lcquad2-train"}
+# name -> (the dataset it is carved from, which side of `split_train_validation` it is)
+CARVED: dict[str, tuple[str, str]] = {
+    "lcquad2-validation": ("lcquad2-train", "validation"),
+    "lcquad2-train-part": ("lcquad2-train", "train"),
+}
 
 
 # --- public loaders -------------------------------------------------------------------------------------
@@ -113,12 +116,13 @@ def load_named(name: str, data_dir: Path | str) -> LoadResult:
     if name not in NAMED_DATASETS:
         raise DatasetError(f"unknown dataset {name!r}; expected one of {', '.join(NAMED_DATASETS)}")
     relative, fmt, source = NAMED_DATASETS[name]
-    if name in VALIDATION_OF or name in TRAIN_PART_OF:
+    if name in CARVED:
         from pgmr.datasets.splits import split_train_validation
 
-        full = load_named(VALIDATION_OF.get(name) or TRAIN_PART_OF[name], data_dir)
+        parent, side = CARVED[name]
+        full = load_named(parent, data_dir)
         train, validation = split_train_validation(full.records)
-        return LoadResult(tuple(validation if name in VALIDATION_OF else train), full.skipped)
+        return LoadResult(tuple(validation if side == "validation" else train), full.skipped)
     path = Path(data_dir).expanduser() / relative
     if fmt == "lcquad2":
         return load_lcquad2(path)
@@ -151,7 +155,7 @@ __all__ = [
     "NO_QUESTION",
     "NO_SPARQL",
     "UNRESOLVED_IDS",
-    "VALIDATION_OF",
+    "CARVED",
     "DatasetError",
     "detect_format",
     "load_any",
