@@ -5,7 +5,7 @@
 #      rerunning this script continues from the last checkpoint in runs/pgmr-qald10/run);
 #   2. packed as int8 into runs/pgmr-qald10/seq2seq;
 #   3. an ensemble of it and the unchanged structured members (their template classes are LC-QuAD's) with the
-#      shipped reranker, in runs/pgmr-qald10/ensemble.
+#      shipped reranker and draft verifier, in runs/pgmr-qald10/ensemble.
 # About 9 minutes on 2 CPU cores. Usage: scripts/finetune_qald10.sh [DATA_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,8 @@ OUT=runs/pgmr-qald10
 "$PGMR" pack "$OUT/run/model" -o "$OUT/seq2seq"
 mkdir -p "$OUT/ensemble"
 cp models/pgmr-ensemble/reranker.json "$OUT/ensemble/reranker.json"
+rm -rf "$OUT/ensemble/verifier"
+if [ -d models/pgmr-ensemble/verifier ]; then cp -r models/pgmr-ensemble/verifier "$OUT/ensemble/verifier"; fi
 cat > "$OUT/ensemble/model_card.json.tmp" <<'CARD'
 {
   "backend": "ensemble",
@@ -28,7 +30,7 @@ cat > "$OUT/ensemble/model_card.json.tmp" <<'CARD'
     {"name": "structured", "path": "../../../models/pgmr-structured"},
     {"name": "structured-s7", "path": "../../../models/pgmr-structured-s7"}
   ],
-  "description": "The default generator's recipe fine-tuned on QALD-10 train (scripts/finetune_qald10.sh): its seq2seq member fine-tuned for 400 steps on qald10-train; the structured members and the reranker unchanged."
+  "description": "The default generator's recipe fine-tuned on QALD-10 train (scripts/finetune_qald10.sh): its seq2seq member fine-tuned for 400 steps on qald10-train; the structured members, the reranker and the verifier unchanged."
 }
 CARD
 mv "$OUT/ensemble/model_card.json.tmp" "$OUT/ensemble/model_card.json"

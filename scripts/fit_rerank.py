@@ -24,13 +24,17 @@ from typing import Any
 TUNED_ON = 600  # validation questions the seq2seq post-generation rules were tuned on
 
 
-def collect(drafts_path: Path, data_dir: Path, memory_dir: Path | None) -> list[dict[str, Any]]:
-    """Per question: each draft's source, signals and whether it is right (Query EM)."""
+def collect(
+    drafts_path: Path, data_dir: Path, memory_dir: Path | None, ensemble: Path
+) -> list[dict[str, Any]]:
+    """Per question: each draft's source, signals (the ensemble's verifier's among them, when it has one) and
+    whether it is right (Query EM)."""
     from pgmr.config import default_memory_dir
     from pgmr.datasets import load_named
     from pgmr.datasets.splits import split_train_validation
     from pgmr.experiments.rerank_fit import draft_outcomes
     from pgmr.generators.ensemble import Draft
+    from pgmr.generators.verifier import VERIFIER_DIR, Verifier
     from pgmr.jsonl import read_jsonl
     from pgmr.memory import Memory
     from pgmr.pipeline import StageConfig
@@ -54,6 +58,7 @@ def collect(drafts_path: Path, data_dir: Path, memory_dir: Path | None) -> list[
             gold,
             Resolver(memory, stages.resolver),
             stages,
+            Verifier.load(ensemble / VERIFIER_DIR) if (ensemble / VERIFIER_DIR).is_dir() else None,
         )
     except ValueError as exc:  # rows that are not validation questions
         raise SystemExit(f"{drafts_path}: {exc}") from None
@@ -86,7 +91,7 @@ def main() -> None:
     if args.rows:
         questions = json.loads(args.rows.read_text(encoding="utf-8"))
     else:
-        questions = collect(args.drafts, resolve_data_dir(args.data_dir), args.memory)
+        questions = collect(args.drafts, resolve_data_dir(args.data_dir), args.memory, args.ensemble)
         (args.out / "drafts.signals.json").write_text(json.dumps(questions), encoding="utf-8")
     figures = report(questions, members, args.l2, held_out=TUNED_ON)
     reranker = Reranker(

@@ -16,6 +16,7 @@ from pgmr.cli.generate import generate
 from pgmr.cli.resolve import resolve
 from pgmr.cli.serve import serve
 from pgmr.cli.train import pack, train
+from pgmr.cli.train_verifier import train_verifier
 
 app = typer.Typer(
     name="pgmr",
@@ -42,6 +43,7 @@ app.add_typer(kg.app, name="kg")
 app.add_typer(experiment.app, name="experiment")
 app.command()(train)
 app.command()(pack)
+app.command(name="train-verifier")(train_verifier)
 app.command()(generate)
 app.command()(ask)
 app.command()(serve)

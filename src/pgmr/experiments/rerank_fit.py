@@ -17,7 +17,7 @@ from typing import Any
 from pgmr.datasets import QARecord
 from pgmr.generators.ensemble import Draft
 from pgmr.pipeline import StageConfig
-from pgmr.pipeline.rerank import FEATURES, Reranker, best_draft, draft_signals
+from pgmr.pipeline.rerank import FEATURES, Reranker, best_draft, draft_signals, verifier_scores
 from pgmr.resolver import Resolver
 
 SEED = 0
@@ -32,10 +32,11 @@ def draft_outcomes(
     gold: Mapping[str, QARecord],
     resolver: Resolver,
     stages: StageConfig,
+    verifier: Any = None,
 ) -> list[dict[str, Any]]:
     """Per question: each draft's source, reranker signals and whether it is right (Query EM against `gold`).
     `stages` sets the grounding; resolution uses `resolver` (pass one without refusal: the reranker is fitted
-    on what every draft would answer)."""
+    on what every draft would answer); `verifier`: the ensemble's (pgmr.generators.verifier), for its signal."""
     from pgmr.evaluation.metrics import evaluate_record
     from pgmr.pipeline.stages import finish_all, prepare
 
@@ -47,11 +48,12 @@ def draft_outcomes(
     flat_questions = [q for q, ds in zip(questions, drafts, strict=True) for _ in ds]
     texts = [d.text for ds in drafts for d in ds]
     prepared = prepare(flat_questions, texts, "pgmr", resolver, stages.grounding)
+    verified = verifier_scores(prepared, verifier, resolver)
     results = finish_all(prepared, stages)
     out, k = [], 0
     for uid, ds in zip(ids, drafts, strict=True):
         n = len(ds)
-        found = draft_signals(prepared[k : k + n], [d.confidence for d in ds])
+        found = draft_signals(prepared[k : k + n], [d.confidence for d in ds], verified[k : k + n])
         rows = []
         for d, signals, result in zip(ds, found, results[k : k + n], strict=True):
             right = evaluate_record({"id": uid, **result.to_row()}, gold[uid]).query_em

@@ -46,6 +46,7 @@ class EnsembleGenerator:
         members: Sequence[tuple[str, Generator]],
         reranker: Mapping[str, Any] | None,
         card: Mapping[str, Any] | None = None,
+        verifier: Any = None,
     ) -> None:
         if not members:
             raise ValueError("an ensemble needs at least one member")
@@ -58,6 +59,8 @@ class EnsembleGenerator:
         self.members = tuple(members)
         self.reranker = dict(reranker) if reranker is not None else None
         self.card = dict(card or {})
+        # pgmr.generators.verifier.Verifier: scores resolved drafts for the reranker (the pipeline calls it).
+        self.verifier = verifier
 
     @classmethod
     def load(
@@ -85,8 +88,16 @@ class EnsembleGenerator:
             if read_model_card(member_dir).get("backend") == "ensemble":
                 raise ModelCardError(f"{directory}: member {entry['name']!r} is itself an ensemble")
             loaded.append((str(entry["name"]), load_member(member_dir, device, **decoding)))
+        from pgmr.generators.verifier import VERIFIER_DIR, Verifier, VerifierError
+
+        verifier = None
+        if (directory / VERIFIER_DIR).is_dir():
+            try:
+                verifier = Verifier.load(directory / VERIFIER_DIR)
+            except VerifierError as exc:
+                raise ModelCardError(f"{directory}: {exc}") from None
         try:
-            return cls(loaded, read_reranker(directory), card)
+            return cls(loaded, read_reranker(directory), card, verifier)
         except ValueError as exc:
             raise ModelCardError(f"{directory}: {exc}") from None
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pgmr.generators.ensemble import RERANKER_FILE, Draft
+from pgmr.generators.verifier import MAX_LOGIT, VERIFIER_DIR, memory_describer
 from pgmr.pipeline.results import DraftScore
 from pgmr.pipeline.stages import Advance, Prepared, Timer, prepare
 
@@ -43,7 +44,11 @@ FEATURES: tuple[str, ...] = (
     # 1e-4; 0 for members that report nothing (their weight for it is then moot).
     "generator_template",  # log probability of the draft's query shape (the structured model)
     "generator_slots",  # log probability of its least probable slot value, given the shape
+    # The ensemble's verifier (pgmr.generators.verifier): its logit that the resolved query answers the
+    # question, clipped to +-10; -10 for a draft that did not resolve; 0 for every draft without a verifier.
+    "verifier",
 )
+_BEFORE_VERIFIER = FEATURES[:-1]
 _FLOOR = 1e-4
 _WORD = re.compile(r"\w+")
 # Among drafts, one that resolved beats one the resolver refused, which beats one that did not parse,
@@ -61,6 +66,8 @@ class Reranker:
 
     weights: Mapping[str, Mapping[str, float]]
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    # The ensemble's verifier (pgmr.generators.verifier.Verifier), which feeds the "verifier" signal.
+    verifier: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.weights:
@@ -75,17 +82,25 @@ class Reranker:
                 if not isinstance(value, int | float) or not math.isfinite(value):
                     raise RerankerError(f"weight {name!r} of {source!r} is not a finite number: {value!r}")
 
+    @property
+    def uses_verifier(self) -> bool:
+        return any(w["verifier"] != 0 for w in self.weights.values())
+
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Reranker:
+    def from_json(cls, data: Mapping[str, Any], verifier: Any = None) -> Reranker:
         if not isinstance(data, Mapping) or not isinstance(data.get("weights"), Mapping):
             raise RerankerError("a reranker is a JSON object with 'weights': {source: {signal: weight}}")
-        if tuple(data.get("features", FEATURES)) != FEATURES:
-            raise RerankerError(
-                f"reranker signals {data.get('features')} are not this version's {list(FEATURES)}"
-            )
+        features = tuple(data.get("features", FEATURES))
+        weights = {s: {k: float(v) for k, v in w.items()} for s, w in data["weights"].items()}
+        if features == _BEFORE_VERIFIER:
+            # Fitted before the verifier signal existed: it weighs it 0 (the choice is what it always was).
+            weights = {s: {**w, "verifier": 0.0} for s, w in weights.items()}
+        elif features != FEATURES:
+            raise RerankerError(f"reranker signals {list(features)} are not this version's {list(FEATURES)}")
         return cls(
-            {s: {k: float(v) for k, v in w.items()} for s, w in data["weights"].items()},
+            weights,
             dict(data.get("provenance", {})),
+            verifier,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -130,10 +145,13 @@ def _log(confidence: Mapping[str, float], key: str) -> float:
 
 
 def signals(
-    item: Prepared, agreement: float, confidence: Mapping[str, float] | None = None
+    item: Prepared,
+    agreement: float,
+    confidence: Mapping[str, float] | None = None,
+    verified: float | None = None,
 ) -> dict[str, float]:
     """The reranker's signals of one prepared draft (all but `agreement` from the draft alone; `confidence`
-    is what its member reported)."""
+    is what its member reported; `verified` the verifier's logit, None without a verifier)."""
     evidence = _evidence(item)
     confidences = [float(e.confidence or 0.0) for e in evidence]
     entities = [e for e in evidence if e.placeholder.kind == "entity"]
@@ -156,21 +174,45 @@ def signals(
         "agreement": agreement,
         "generator_template": _log(confidence or {}, "template"),
         "generator_slots": _log(confidence or {}, "slots"),
+        "verifier": 0.0 if verified is None else (verified if resolved else -MAX_LOGIT),
     }
 
 
 def draft_signals(
-    items: Sequence[Prepared], confidences: Sequence[Mapping[str, float]] | None = None
+    items: Sequence[Prepared],
+    confidences: Sequence[Mapping[str, float]] | None = None,
+    verified: Sequence[float | None] | None = None,
 ) -> list[dict[str, float]]:
-    """The signals of one question's prepared drafts (`confidences`: what each draft's member reported)."""
+    """The signals of one question's prepared drafts (`confidences`: what each draft's member reported;
+    `verified`: the verifier's logits, `verifier_scores`)."""
     finals = [_final_sparql(i) for i in items]
     reported = list(confidences) if confidences is not None else [{} for _ in items]
+    logits = list(verified) if verified is not None else [None for _ in items]
     out = []
     for k, item in enumerate(items):
         others = [f for j, f in enumerate(finals) if j != k]
         same = sum(1 for f in others if f is not None and f == finals[k])
-        out.append(signals(item, same / len(others) if others else 0.0, reported[k]))
+        out.append(signals(item, same / len(others) if others else 0.0, reported[k], logits[k]))
     return out
+
+
+def verifier_scores(items: Sequence[Prepared], verifier: Any, resolver: Resolver) -> list[float | None]:
+    """The verifier's logit for each resolved draft (the query verbalized with the memory's labels), -10 for
+    the others; None for every draft when there is no verifier. Drafts with the same final query and
+    question are scored once."""
+    if verifier is None:
+        return [None for _ in items]
+    verbalize = verifier.describe_with(memory_describer(resolver.memory))
+    pairs: dict[tuple[str, str], int] = {}
+    keys: list[tuple[str, str] | None] = []
+    for item in items:
+        text = verbalize(item.resolution.sparql) if item.resolution is not None else None
+        key = (item.question or "", text) if text is not None else None
+        if key is not None:
+            pairs.setdefault(key, len(pairs))
+        keys.append(key)
+    scores = verifier.score([q for q, _ in pairs], [t for _, t in pairs]) if pairs else []
+    return [scores[pairs[key]] if key is not None else -MAX_LOGIT for key in keys]
 
 
 def best_draft(ranks: Sequence[int], scores: Sequence[float]) -> int:
@@ -184,9 +226,10 @@ def choose(
     sources: Sequence[str],
     reranker: Reranker,
     confidences: Sequence[Mapping[str, float]] | None = None,
+    verified: Sequence[float | None] | None = None,
 ) -> tuple[int, tuple[DraftScore, ...]]:
     """The index of the draft to keep, and every draft's score (ties go to the earlier member)."""
-    found = draft_signals(items, confidences)
+    found = draft_signals(items, confidences, verified)
     scores = [reranker.score(s, f) for s, f in zip(sources, found, strict=True)]
     statuses = [status_of(i) for i in items]
     best = best_draft([_STATUS_RANK.get(s, 0) for s in statuses], scores)
@@ -251,6 +294,8 @@ def prepare_drafts(
         advance=advance,
         lock=lock,
     )
+    logits = verifier_scores(resolved, reranker.verifier, resolver)
+    verified = [logits[slot] for slot in slots]
     seen: set[int] = set()
     prepared: list[Prepared] = []
     for slot in slots:  # a separate object per draft: the chosen one is given its scores and alternatives
@@ -260,8 +305,9 @@ def prepare_drafts(
     start = 0
     for ds in drafts:
         items = prepared[start : start + len(ds)]
+        mine = verified[start : start + len(ds)]
         start += len(ds)
-        best, scores = choose(items, [d.source for d in ds], reranker, [d.confidence for d in ds])
+        best, scores = choose(items, [d.source for d in ds], reranker, [d.confidence for d in ds], mine)
         items[best].drafts = scores
         ranked = sorted(
             (k for k in range(len(items)) if k != best and items[k].resolution is not None),
@@ -286,8 +332,13 @@ def reranker_of(generator: Any) -> Reranker | None:
                 f"the ensemble has no {RERANKER_FILE} to choose among its drafts; fit one with scripts/fit_rerank.py"
             )
         return None
-    reranker = Reranker.from_json(data)
+    verifier = getattr(generator, "verifier", None)
+    reranker = Reranker.from_json(data, verifier)
     reranker.check_sources([name for name, _ in members])
+    if reranker.uses_verifier and verifier is None:
+        raise RerankerError(
+            f"the ensemble's {RERANKER_FILE} weighs a verifier, but the ensemble has none ({VERIFIER_DIR}/)"
+        )
     return reranker
 
 
@@ -302,4 +353,5 @@ __all__ = [
     "prepare_drafts",
     "reranker_of",
     "signals",
+    "verifier_scores",
 ]

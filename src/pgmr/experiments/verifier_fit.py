@@ -1,0 +1,60 @@
+"""Training examples for the draft verifier (pgmr.generators.verifier) from an ensemble's resolved drafts of
+training questions: `pgmr generate ENSEMBLE lcquad2-train-part --resolve` rows, which carry every member's
+draft, its final SPARQL and the gold query.
+
+Per question, each distinct verbalized final query is one example, right when it equals the gold query (Query
+EM, as the evaluation scores it); when no draft is right, the gold query is added as the question's right
+example. Verbalization makes a right draft and the gold query read the same, so the gold query is not told
+apart by its writing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pgmr.evaluation.metrics import query_exact_match
+from pgmr.generators.verifier import Describe, VerifierExample, verbalize
+
+
+class DraftRowsError(ValueError):
+    """Rows that are not resolved drafts of questions with gold queries."""
+
+
+def verifier_examples(
+    rows: Iterable[Mapping[str, Any]], describe: Describe, *, description_words: int = 6
+) -> tuple[list[VerifierExample], dict[str, int]]:
+    """The examples of `rows`, and counts (questions, examples, right, questions with a wrong draft, questions
+    whose right example is the gold query)."""
+    examples: list[VerifierExample] = []
+    counts = dict.fromkeys(("questions", "examples", "right", "with_wrong_draft", "gold_added"), 0)
+    for n, row in enumerate(rows, 1):
+        question, gold, drafts = row.get("question"), row.get("gold"), row.get("drafts")
+        if not isinstance(question, str) or not isinstance(gold, str) or not isinstance(drafts, list):
+            raise DraftRowsError(
+                f"row {n}: expected 'question', 'gold' and 'drafts' (`pgmr generate ENSEMBLE DATASET --resolve` "
+                "on a dataset with gold queries)"
+            )
+        seen: dict[str, bool] = {}
+        for draft in drafts:
+            sparql = draft.get("sparql") if isinstance(draft, Mapping) else None
+            if not sparql:
+                continue
+            text = verbalize(sparql, describe, description_words=description_words)
+            if text is not None and text not in seen:
+                seen[text] = bool(query_exact_match(sparql, gold))
+        if not any(seen.values()):
+            text = verbalize(gold, describe, description_words=description_words)
+            if text is not None and text not in seen:
+                seen[text] = True
+                counts["gold_added"] += 1
+        counts["questions"] += 1
+        counts["with_wrong_draft"] += not all(seen.values())
+        for text, right in seen.items():
+            examples.append(VerifierExample(question, text, right))
+            counts["right"] += right
+    counts["examples"] = len(examples)
+    return examples, counts
+
+
+__all__ = ["DraftRowsError", "verifier_examples"]
