@@ -209,7 +209,7 @@ def test_the_reranker_follows_the_verifier_when_it_weighs_it(tiny_verifier: Path
     assert scores["model"].signals["verifier"] > scores["wrong"].signals["verifier"]
     # The same weights without the verifier cannot tell the drafts apart: the first member's wins the tie.
     ensemble.verifier = None
-    with pytest.raises(RerankerError, match="weighs a verifier, but the ensemble has none"):
+    with pytest.raises(RerankerError, match="weighs a draft verifier, but none was loaded"):
         reranker_of(ensemble)
 
 
@@ -255,6 +255,15 @@ def test_train_verifier_command_and_an_ensemble_directory_with_its_verifier(
     shutil.copytree(tiny_verifier, directory / VERIFIER_DIR)
     loaded = load_trained(directory)
     assert isinstance(loaded, EnsembleGenerator) and isinstance(loaded.verifier, Verifier)
+    # Drafts read from a file (the experiments' --predictions) are chosen among with the verifier too.
+    from pgmr.experiments.settings import ExperimentError
+    from pgmr.experiments.outputs import _reranker_at
+
+    assert isinstance(_reranker_at(directory, ["first", "second"]).verifier, Verifier)
+    shutil.move(directory / VERIFIER_DIR, tmp_path / "aside")
+    with pytest.raises(ExperimentError, match="weighs a draft verifier, but none was loaded"):
+        _reranker_at(directory, ["first", "second"])
+    shutil.move(tmp_path / "aside", directory / VERIFIER_DIR)
     (directory / VERIFIER_DIR / "model_card.json").write_text("{}")
     from pgmr.generators.seq2seq.card import ModelCardError
 

@@ -77,8 +77,9 @@ def load_drafts(path: Path, records: Sequence[QARecord]) -> list[tuple[Draft, ..
 
 
 def _reranker_at(model_dir: Path | None, sources: Sequence[str]) -> Reranker:
-    """The reranker shipped beside an ensemble's card, for drafts read from a file."""
+    """The reranker shipped beside an ensemble's card, with the ensemble's verifier, for drafts read from a file."""
     from pgmr.generators.seq2seq.card import ModelCardError
+    from pgmr.generators.verifier import VerifierError
 
     try:
         data = read_reranker(model_dir) if model_dir is not None else None
@@ -87,11 +88,19 @@ def _reranker_at(model_dir: Path | None, sources: Sequence[str]) -> Reranker:
                 f"the predictions hold drafts of {sorted(set(sources))}, and choosing among them needs the "
                 f"ensemble's {RERANKER_FILE}: pass --models pgmr=ENSEMBLE_DIR (looked in {model_dir})"
             )
-        reranker = Reranker.from_json(data)
+        reranker = Reranker.from_json(data, _verifier_at(model_dir))
         reranker.check_sources(sorted(set(sources)))
-    except (ModelCardError, RerankerError) as exc:
+    except (ModelCardError, RerankerError, VerifierError) as exc:
         raise ExperimentError(f"cannot use the reranker in {model_dir}: {exc}") from None
     return reranker
+
+
+def _verifier_at(model_dir: Path | None) -> Any:
+    from pgmr.generators.verifier import VERIFIER_DIR, Verifier
+
+    if model_dir is None or not (model_dir / VERIFIER_DIR).is_dir():
+        return None
+    return Verifier.load(model_dir / VERIFIER_DIR)
 
 
 def pgmr_drafts(

@@ -97,11 +97,12 @@ class Reranker:
             weights = {s: {**w, "verifier": 0.0} for s, w in weights.items()}
         elif features != FEATURES:
             raise RerankerError(f"reranker signals {list(features)} are not this version's {list(FEATURES)}")
-        return cls(
-            weights,
-            dict(data.get("provenance", {})),
-            verifier,
-        )
+        reranker = cls(weights, dict(data.get("provenance", {})), verifier)
+        if reranker.uses_verifier and verifier is None:
+            raise RerankerError(
+                f"the reranker weighs a draft verifier, but none was loaded (an ensemble's {VERIFIER_DIR}/)"
+            )
+        return reranker
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -332,13 +333,8 @@ def reranker_of(generator: Any) -> Reranker | None:
                 f"the ensemble has no {RERANKER_FILE} to choose among its drafts; fit one with scripts/fit_rerank.py"
             )
         return None
-    verifier = getattr(generator, "verifier", None)
-    reranker = Reranker.from_json(data, verifier)
+    reranker = Reranker.from_json(data, getattr(generator, "verifier", None))
     reranker.check_sources([name for name, _ in members])
-    if reranker.uses_verifier and verifier is None:
-        raise RerankerError(
-            f"the ensemble's {RERANKER_FILE} weighs a verifier, but the ensemble has none ({VERIFIER_DIR}/)"
-        )
     return reranker
 
 
