@@ -256,8 +256,8 @@ def test_train_verifier_command_and_an_ensemble_directory_with_its_verifier(
     loaded = load_trained(directory)
     assert isinstance(loaded, EnsembleGenerator) and isinstance(loaded.verifier, Verifier)
     # Drafts read from a file (the experiments' --predictions) are chosen among with the verifier too.
-    from pgmr.experiments.settings import ExperimentError
     from pgmr.experiments.outputs import _reranker_at
+    from pgmr.experiments.settings import ExperimentError
 
     assert isinstance(_reranker_at(directory, ["first", "second"]).verifier, Verifier)
     shutil.move(directory / VERIFIER_DIR, tmp_path / "aside")

@@ -13,6 +13,10 @@ questions a member's draft is still wrong about 20% of the time), each draft is 
 compared with the gold query; a right draft is a positive example, a wrong one a negative, and the gold query is
 the positive of a question no draft gets right (`pgmr.experiments.verifier_fit`; `pgmr train-verifier`).
 
+The shipped default has no verifier: on LC-QuAD 2.0 validation it added 0.2 points of Query EM to the shipped
+reranker for about twice a question's time (docs/generators.md, "A draft verifier"). An ensemble directory with
+`verifier/` and a reranker fitted with it uses one.
+
 - `text`: verbalization (`verbalize`, `memory_describer`);
 - `model`: the `Verifier` (load, save, score) and its directory format;
 - `train`: `VerifierConfig`, `train_verifier` (resumable).
