@@ -52,18 +52,27 @@ def write_weights(model: torch.nn.Module, directory: Path, *, packed: bool) -> N
 
 def read_weights(model: torch.nn.Module, directory: Path, error: type[ValueError]) -> None:
     """Weights written by `write_weights` loaded into `model` (int8 restored to float32); `error` for a
-    directory without weights or with weights of another model."""
-    if (directory / PACKED).is_file():
-        raw = load_file(str(directory / PACKED))
-        state = {
-            name: dequantize(t, raw[name + _SCALE]) if name + _SCALE in raw else t
-            for name, t in raw.items()
-            if not name.endswith(_SCALE)
-        }
-    elif (directory / WEIGHTS).is_file():
-        state = load_file(str(directory / WEIGHTS))
-    else:
-        raise error(f"{directory}: no {WEIGHTS} or {PACKED}")
+    directory without weights, with an unreadable weights file, or with weights of another model."""
+    from safetensors import SafetensorError
+
+    try:
+        if (directory / PACKED).is_file():
+            raw = load_file(str(directory / PACKED))
+            state = {
+                name: dequantize(t, raw[name + _SCALE]) if name + _SCALE in raw else t
+                for name, t in raw.items()
+                if not name.endswith(_SCALE)
+            }
+        elif (directory / WEIGHTS).is_file():
+            state = load_file(str(directory / WEIGHTS))
+        else:
+            raise error(f"{directory}: no {WEIGHTS} or {PACKED}")
+    except (OSError, SafetensorError) as exc:
+        raise error(f"{directory}: unreadable weights: {exc}") from None
+    expected = model.state_dict()
+    wrong = [k for k, v in state.items() if k in expected and expected[k].shape != v.shape]
+    if wrong:
+        raise error(f"{directory}: weights do not match the model (shapes differ for {wrong[:3]})")
     result = model.load_state_dict(state, strict=False)
     if result.missing_keys or result.unexpected_keys:
         raise error(

@@ -1,7 +1,8 @@
 """The verifier model: a BERT cross-encoder with one output, its directory format, and scoring.
 
-A verifier directory holds the tokenizer, `config.json` (BERT, one output), the weights (int8 rows with a scale
-each when packed, so that it fits the repository's 50 MB cap; float32 otherwise) and a model card. torch and
+A verifier directory holds the tokenizer, `config.json` (BERT, one output), the weights (the structured model's
+format, pgmr.generators.structured.store: int8 rows with a scale each when packed, so that it fits the
+repository's 50 MB cap; float32 otherwise) and a model card. torch and
 transformers are imported when a verifier is built or used, not when the pipeline is imported.
 """
 
@@ -24,9 +25,6 @@ VERIFIER_DIR = "verifier"  # in an ensemble's directory
 BACKEND = "verifier"
 CONFIG_FILE = "config.json"
 MODEL_CARD = "model_card.json"  # as every model directory of pgmr (pgmr.generators.seq2seq.card)
-WEIGHTS = "weights.safetensors"
-PACKED = "weights.int8.safetensors"
-_SCALE = ".__scale__"
 # A logit beyond this says nothing more; clipping keeps one odd draft from dominating a linear reranker.
 MAX_LOGIT = 10.0
 
@@ -70,8 +68,10 @@ class Verifier:
             raise VerifierError(f"{directory}: unreadable {MODEL_CARD} or {CONFIG_FILE}: {exc}") from None
         if not isinstance(card, dict) or card.get("backend") != BACKEND:
             raise VerifierError(f"{directory}: its {MODEL_CARD} is not a verifier's (backend {BACKEND!r})")
+        from pgmr.generators.structured.store import read_weights
+
         model = BertForSequenceClassification(config)
-        _read_weights(model, directory)
+        read_weights(model, directory, VerifierError)
         return cls(model, AutoTokenizer.from_pretrained(directory), card, bf16=bf16)
 
     def describe_with(self, describe: Describe) -> Callable[[str], str | None]:
@@ -113,66 +113,12 @@ class Verifier:
         tmp.mkdir(parents=True)
         self.tokenizer.save_pretrained(tmp)
         (tmp / CONFIG_FILE).write_text(self.model.config.to_json_string(), encoding="utf-8")
-        _write_weights(self.model, tmp, packed=packed)
+        from pgmr.generators.structured.store import write_weights
+
+        write_weights(self.model, tmp, packed=packed)
         card = {**self.card, "backend": BACKEND, "packed": packed}
         (tmp / MODEL_CARD).write_text(json.dumps(card, indent=2), encoding="utf-8")
         replace_dir(tmp, target)
-
-
-def _write_weights(model: torch.nn.Module, directory: Path, *, packed: bool) -> None:
-    from safetensors.torch import save_file
-
-    from pgmr.generators.seq2seq.packing import quantize
-
-    state = {k: v.detach().float().contiguous() for k, v in model.state_dict().items()}
-    if packed:
-        tensors: dict[str, torch.Tensor] = {}
-        for name, tensor in state.items():
-            if tensor.dim() == 2 and tensor.shape[0] >= 64:
-                tensors[name], tensors[name + _SCALE] = quantize(tensor)
-            else:
-                tensors[name] = tensor
-        save_file(tensors, str(directory / PACKED))
-    else:
-        save_file(state, str(directory / WEIGHTS))
-
-
-def _read_weights(model: torch.nn.Module, directory: Path) -> None:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    from pgmr.generators.seq2seq.packing import dequantize
-
-    try:
-        if (directory / PACKED).is_file():
-            raw = load_file(str(directory / PACKED))
-            state = {
-                name: dequantize(t, raw[name + _SCALE]) if name + _SCALE in raw else t
-                for name, t in raw.items()
-                if not name.endswith(_SCALE)
-            }
-        elif (directory / WEIGHTS).is_file():
-            state = load_file(str(directory / WEIGHTS))
-        else:
-            raise VerifierError(f"{directory}: no {WEIGHTS} or {PACKED}")
-    except VerifierError:
-        raise
-    except (OSError, ValueError, SafetensorError) as exc:
-        raise VerifierError(f"{directory}: unreadable weights: {exc}") from None
-    expected = model.state_dict()
-    wrong = [k for k, v in state.items() if k in expected and expected[k].shape != v.shape]
-    result = model.load_state_dict(state, strict=False) if not wrong else None
-    if wrong or result is None or result.missing_keys or result.unexpected_keys:
-        detail = (
-            f"shapes differ for {wrong[:3]}"
-            if wrong
-            else (
-                f"missing {result.missing_keys[:3]}, unexpected {result.unexpected_keys[:3]}"
-                if result
-                else ""
-            )
-        )
-        raise VerifierError(f"{directory}: weights do not match its {CONFIG_FILE} ({detail})")
 
 
 def new_verifier(layers: int | None = None) -> tuple[BertForSequenceClassification, PreTrainedTokenizerBase]:
