@@ -9,12 +9,11 @@ transformers are imported when a verifier is built or used, not when the pipelin
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pgmr.fsutil import replace_dir
+from pgmr.fsutil import replace_dir, temp_sibling
 from pgmr.generators.verifier.text import Describe, verbalize
 
 if TYPE_CHECKING:
@@ -109,7 +108,7 @@ class Verifier:
     def save(self, target: Path | str, *, packed: bool = True) -> None:
         """Written beside `target` and renamed into place."""
         target = Path(target)
-        tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+        tmp = temp_sibling(target)
         tmp.mkdir(parents=True)
         self.tokenizer.save_pretrained(tmp)
         (tmp / CONFIG_FILE).write_text(self.model.config.to_json_string(), encoding="utf-8")

@@ -171,6 +171,7 @@ def train_verifier(
     verifier.save(out_dir / "model")
     if checkpoint.is_file():
         os.remove(checkpoint)
+    # Read back: the caller scores with the int8 weights that were written, not the float32 ones trained.
     return Verifier.load(out_dir / "model")
 
 
