@@ -11,7 +11,13 @@ fallback of the structured member would trade (LC-QuAD 2.0 validation; issue #19
 2. The structured member's relation scores on the relation-removed memory (the same seeded removal as
    pgmr.experiments.unanswerable): for slots whose first choice was removed, how often the best remaining
    property is gold, in answerable and unanswerable questions, by the first choice's and the fallback's
-   probability. Writes bench/results/relation_removed_refusals.json.
+   probability.
+3. Answered unanswerable questions (the recall side), on both reduced memories: every wrong placeholder of
+   the drafts that reach the threshold, by kind and by how its label meets the memory (the own label of the
+   best candidate, an alias of it, or no label or alias). A wrong relation written as the own label of a
+   property the memory still holds means the generator wrote a wrong relation, which no memory signal can
+   catch (session 27). Writes bench/results/relation_removed_refusals.json; --no-fallback skips part 2 (no
+   model needed).
 """
 
 from __future__ import annotations
@@ -71,6 +77,39 @@ def refused_answerable(rows_path: Path, threshold: float) -> dict[str, Any]:
         )
         kinds[" / ".join(parts)] += 1
     return {"answerable": answerable, "refused": refused, "with_a_right_draft": any_right, "weakest": kinds}
+
+
+def answered_unanswerable(rows_path: Path, threshold: float) -> dict[str, Any]:
+    from pgmr.resolver.support import shipped_calibration
+
+    calibration = shipped_calibration()
+    questions: dict[str, set[str]] = defaultdict(set)
+    answered: dict[str, set[str]] = defaultdict(set)
+    wrong: dict[str, Counter[str]] = defaultdict(Counter)
+    for line in rows_path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["set"] == "full" or row["answerable"]:
+            continue
+        questions[row["set"]].add(row["id"])
+        if not row["parsed"]:
+            continue
+        placeholders = row["placeholders"]
+        if any(calibration.models[p["kind"]].probability(p["features"]) < threshold for p in placeholders):
+            continue
+        answered[row["set"]].add(row["id"])
+        for p in placeholders:
+            if not p["correct"]:
+                f = p["features"]
+                how = "own label" if f["own_label"] else "alias" if f["exact"] else "no label or alias"
+                wrong[row["set"]][f"{p['kind']}, {how}"] += 1
+    return {
+        name: {
+            "unanswerable": len(questions[name]),
+            "answered": len(answered[name]),
+            "wrong_placeholders": dict(wrong[name].most_common()),
+        }
+        for name in sorted(questions)
+    }
 
 
 @torch.no_grad()
@@ -140,6 +179,9 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, help="default: the shipped one")
     ap.add_argument("--structured", type=Path, default=Path("models/pgmr-structured"))
     ap.add_argument("--data-dir", type=Path)
+    ap.add_argument(
+        "--no-fallback", action="store_true", help="skip part 2 (the structured member's fallback)"
+    )
     args = ap.parse_args()
     from pgmr.resolver.support import shipped_threshold
 
@@ -152,26 +194,39 @@ def main() -> None:
     console.print(
         table("weakest placeholder of each draft", ["drafts", "questions"], refusals["weakest"].most_common())
     )
-    fb = fallback(resolve_data_dir(args.data_dir), args.structured, [0.0, 0.05, 0.1, 0.2, 0.3])
-    console.print(fb["slots_first_choice_removed"])
-    console.print(
-        table(
-            "structured member falling back to its best remaining relation (relation slots)",
-            [
-                "fallback probability >=",
-                "answerable turned right",
-                "answerable still wrong",
-                "unanswerable answered wrongly",
-            ],
-            [[str(x["floor"]), *(str(x[k]) for k in list(x)[1:])] for x in fb["by_floor"]],
+    fb = None
+    if not args.no_fallback:
+        fb = fallback(resolve_data_dir(args.data_dir), args.structured, [0.0, 0.05, 0.1, 0.2, 0.3])
+        console.print(fb["slots_first_choice_removed"])
+        console.print(
+            table(
+                "structured member falling back to its best remaining relation (relation slots)",
+                [
+                    "fallback probability >=",
+                    "answerable turned right",
+                    "answerable still wrong",
+                    "unanswerable answered wrongly",
+                ],
+                [[str(x["floor"]), *(str(x[k]) for k in list(x)[1:])] for x in fb["by_floor"]],
+            )
         )
-    )
+    unanswered = answered_unanswerable(args.rows, threshold)
+    for name, part in unanswered.items():
+        console.print(
+            table(
+                f"{name}: {part['answered']} of {part['unanswerable']} unanswerable questions answered; "
+                "wrong placeholders of their drafts that reach the threshold",
+                ["placeholder, its label in the memory", "count"],
+                [[k, str(v)] for k, v in part["wrong_placeholders"].items()],
+            )
+        )
     write_result(
         "relation_removed_refusals",
         {
             "threshold": threshold,
             "refused_answerable": {**refusals, "weakest": dict(refusals["weakest"])},
             "fallback": fb,
+            "answered_unanswerable": unanswered,
         },
     )
 
