@@ -411,6 +411,8 @@ def test_unknown_uri_trains_and_evaluates_on_held_out_entities(
     assert set(reranker["weights"]) == {"seq2seq", "structured"}
     validation = doc["training_data"]["validation_examples"]
     assert doc["rerank"]["validation_questions"] == validation > 0
+    # The prior leaves out the validation part, where the reranker is fitted (as the shipped memory's does).
+    assert doc["training_data"]["prior_queries"] == doc["training_data"]["train_examples"]
     assert reranker["provenance"]["fit"] == doc["rerank"]
     if doc["rerank"].get("fitted") is False:  # tiny models: no question where one draft is right, one wrong
         assert not any(v for weights in reranker["weights"].values() for v in weights.values())
