@@ -342,6 +342,9 @@ def _ensemble(
     for name, path in members:
         fingerprint.update(name.encode() + (path / MODEL_CARD).read_bytes())
     fingerprint.update(json.dumps(sorted(r.id for r in validation_part)).encode())
+    # The signals it was fitted on come through the resolver: another prior or other facts, another fit.
+    fingerprint.update(json.dumps(sorted(prior.counts.items())).encode())
+    fingerprint.update(json.dumps(facts.to_json(), sort_keys=True).encode())
     # Drafts decoded otherwise are other drafts: the reranker is fitted again.
     settings = ws.settings
     decoding = [
