@@ -258,10 +258,29 @@ def test_second_call_resumes_from_the_checkpoint(trained) -> None:  # type: igno
     from pgmr.generators.seq2seq import TrainConfig, train_seq2seq
 
     examples, out, config, _ = trained
+    from pgmr.generators.seq2seq.checkpoints import recorded_seconds
+
+    first_call = recorded_seconds(out / "checkpoints" / "checkpoint-2")
+    assert first_call > 0
     result = train_seq2seq(examples[:18], examples[18:], out, replace(config, max_steps=4))
     assert result.resumed_from is not None and Path(result.resumed_from).name == "checkpoint-2"
     assert result.global_step == 4
-    assert json.loads((out / "model" / "model_card.json").read_text())["training"]["global_step"] == 4
+    card = json.loads((out / "model" / "model_card.json").read_text())
+    assert card["training"]["global_step"] == 4
+    # The card's time is the whole run's: the first call's two steps and this call's.
+    assert (
+        card["training"]["wall_seconds"] == round(result.wall_seconds, 1) and result.wall_seconds > first_call
+    )
+    # A run that already reached its steps is not trained again (the Trainer would take a 5th step) and keeps
+    # its card.
+    again = train_seq2seq(examples[:18], examples[18:], out, replace(config, max_steps=4))
+    assert (
+        again.global_step == 4
+        and again.card == card
+        and again.wall_seconds == card["training"]["wall_seconds"]
+    )
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["checkpoint-2", "checkpoint-4"]
+    assert json.loads((out / "model" / "model_card.json").read_text()) == card
     with pytest.raises(ValueError, match="mode"):
         direct = build_examples(RECORDS, "direct")
         train_seq2seq(direct[:12], direct[12:], out, TrainConfig(max_steps=1, **TINY))  # type: ignore[arg-type]

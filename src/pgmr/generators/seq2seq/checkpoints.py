@@ -9,6 +9,9 @@ incomplete ones, which the Trainer's rotation would otherwise count and keep as 
 
 Checkpoints written before the marker existed (a directory where none carries it) count when their
 `trainer_state.json` parses and names their step.
+
+The marker also records the run's wall time up to that checkpoint, summed over the calls that resumed it, so
+that a model card reports what the whole run cost, not its last call.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import logging
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +75,37 @@ def _fsync_tree(directory: Path) -> None:
         fsync_dir(Path(root))
 
 
+def recorded_seconds(checkpoint: str | Path | None) -> float:
+    """The run's wall seconds up to `checkpoint` as its marker records them (0.0 for none, or for a marker written
+    before it recorded time)."""
+    if checkpoint is None:
+        return 0.0
+    try:
+        marker = json.loads((Path(checkpoint) / COMPLETE_MARKER).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return 0.0
+    seconds = marker.get("wall_seconds") if isinstance(marker, dict) else None
+    return float(seconds) if isinstance(seconds, int | float) and seconds >= 0 else 0.0
+
+
+def trained_until(checkpoint: str | Path) -> tuple[int, float] | None:
+    """(global step, epoch) a checkpoint's trainer state reached; None when it cannot be read."""
+    try:
+        state = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
+        return int(state["global_step"]), float(state.get("epoch") or 0.0)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
 class MarkComplete(TrainerCallback):
     """Marks each checkpoint complete once the Trainer has saved it. Its files are fsynced first, so that after a
-    power loss, too, a marked checkpoint holds everything it had when it was marked."""
+    power loss, too, a marked checkpoint holds everything it had when it was marked.
+
+    `started` is this call's start (time.monotonic()), `before` the wall seconds of the calls it resumes."""
+
+    def __init__(self, started: float | None = None, before: float = 0.0) -> None:
+        self.started = time.monotonic() if started is None else started
+        self.before = before
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if not args.should_save:
@@ -81,6 +113,8 @@ class MarkComplete(TrainerCallback):
         checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if checkpoint.is_dir():
             _fsync_tree(checkpoint)
-            write_file(checkpoint / COMPLETE_MARKER, json.dumps({"global_step": state.global_step}).encode())
+            seconds = round(self.before + time.monotonic() - self.started, 1)
+            marker = {"global_step": state.global_step, "wall_seconds": seconds}
+            write_file(checkpoint / COMPLETE_MARKER, json.dumps(marker).encode())
             fsync_dir(checkpoint)
         return control

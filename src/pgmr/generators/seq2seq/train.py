@@ -13,7 +13,9 @@ agreement, which equals greedy exact match without generating.
     model/                    the final (best) model + tokenizer + model_card.json + README.md, written atomically
 
 A call with checkpoints in `out_dir` resumes from the last one; `max_steps` / `epochs` count from step 0 of the
-run, so raising them continues training.
+run, so raising them continues training. A call whose run already reached them returns the kept model as it is
+(the Trainer, resumed at its last step, would take one more step and overwrite the card with that call's time).
+The card's `wall_seconds` is the whole run's, summed over the calls that resumed it.
 """
 
 from __future__ import annotations
@@ -36,8 +38,13 @@ from pgmr import __version__
 from pgmr.fsutil import recover_dir
 from pgmr.generators.base import check_mode
 from pgmr.generators.examples import Example
-from pgmr.generators.seq2seq.card import FINAL_MODEL_DIR
-from pgmr.generators.seq2seq.checkpoints import MarkComplete, last_complete_checkpoint
+from pgmr.generators.seq2seq.card import FINAL_MODEL_DIR, MODEL_CARD
+from pgmr.generators.seq2seq.checkpoints import (
+    MarkComplete,
+    last_complete_checkpoint,
+    recorded_seconds,
+    trained_until,
+)
 from pgmr.generators.seq2seq.config import LoraSettings, TrainConfig, TrainResult, check_preset
 from pgmr.generators.seq2seq.encoder_decoder import SEQ2SEQ_PRESETS, EncoderDecoder
 from pgmr.generators.seq2seq.model import SOURCE_TOKENIZER_DIR, count_parameters
@@ -108,6 +115,10 @@ def train_model(
     last = last_complete_checkpoint(checkpoints)
     for kept in (out_dir / SOURCE_TOKENIZER_DIR, out_dir / FINAL_MODEL_DIR):
         recover_dir(kept, clean=True)  # put back what a run killed mid-swap had moved aside
+    finished = _finished_run(out_dir, last, config, mode)
+    if finished is not None:
+        return finished
+    before = recorded_seconds(last)
 
     architecture = architecture_for(config)
     architecture.check(config)
@@ -174,13 +185,13 @@ def train_model(
         processing_class=tokenizer,
         compute_metrics=architecture.compute_metrics(tokenizer, mode, model),
         preprocess_logits_for_metrics=architecture.preprocess_logits(),
-        callbacks=[MarkComplete(), *([budget] if budget else [])],
+        callbacks=[MarkComplete(started, before), *([budget] if budget else [])],
         anneal_to=budget if config.anneal_to_budget else None,
         optimizers=(optimizer, None),
     )
     trainer.train(resume_from_checkpoint=last)
     metrics, best_step = best_metrics(trainer.state)
-    wall = time.monotonic() - started
+    wall = before + time.monotonic() - started
     parameters = count_parameters(base_of(trainer.model))
     card = {
         "pgmr_version": __version__,
@@ -243,6 +254,38 @@ def train_model(
         wall_seconds=wall,
         parameters=parameters,
         metrics=metrics,
+        card=card,
+    )
+
+
+def _finished_run(out_dir: Path, last: str | None, config: TrainConfig, mode: str) -> TrainResult | None:
+    """The run's result when its last checkpoint already reached `config`'s steps (or epochs) and the kept model
+    was written after it; None when there is training left to do."""
+    reached = trained_until(last) if last else None
+    if reached is None:
+        return None
+    step, epoch = reached
+    if not (step >= config.max_steps if config.max_steps else epoch >= config.epochs - 1e-6):
+        return None
+    model_dir = out_dir / FINAL_MODEL_DIR
+    try:
+        card = json.loads((model_dir / MODEL_CARD).read_text(encoding="utf-8"))
+        training = card["training"]
+        done = card.get("mode") == mode and training["global_step"] == step
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+        return None  # killed before the kept model was written: resuming writes it
+    if not done:
+        return None
+    log.info("%s already trained to step %d; raise max_steps or epochs to go on", out_dir, step)
+    return TrainResult(
+        model_dir=model_dir,
+        mode=mode,
+        global_step=step,
+        resumed_from=last,
+        stopped_by_budget=bool(training.get("stopped_by_budget")),
+        wall_seconds=float(training.get("wall_seconds") or 0.0),
+        parameters=int(card.get("model", {}).get("parameters") or 0),
+        metrics=dict(card.get("validation") or {}),
         card=card,
     )
 
