@@ -18,93 +18,16 @@ the drafts and signals are cached in --out.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import math
-from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from _common import console, table, write_result
 from pgmr.config import default_memory_dir, resolve_data_dir
+from pgmr.experiments.runners_up import KINDS
 
 BASE = ("seq2seq", "structured", "structured-s7")
 MEMBERS = {"structured": "models/pgmr-structured", "structured-s7": "models/pgmr-structured-s7"}
-KINDS = ("t2", "r2")
-
-
-@torch.no_grad()
-def runner_up_drafts(rows: list[dict[str, Any]]) -> tuple[dict[str, list[dict[str, Any]]], Counter[str]]:
-    """Per question id, each structured member's +t2 and +r2 drafts; and per member how many of its top frames
-    differ from the shipped draft (batching moves near ties in bfloat16)."""
-    from pgmr.generators.base import generate_in_length_order
-    from pgmr.generators.structured.decoding import SlotValue, decode_frames, encode_questions
-    from pgmr.generators.structured.generator import StructuredGenerator
-
-    extra: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    differ: Counter[str] = Counter()
-    for source, directory in MEMBERS.items():
-        g = StructuredGenerator.load(directory)
-
-        def run(indexes: list[int], g: Any = g, source: str = source) -> list[list[dict[str, Any]]]:
-            batch = [rows[i] for i in indexes]
-            enc = encode_questions(g.tokenizer, [r["question"] for r in batch], g.max_source_len, g.lexicon)
-            out = g.model(
-                enc.input_ids,
-                enc.attention_mask,
-                enc.span_starts,
-                enc.span_ends,
-                relation_features=enc.relation_features,
-            )
-            top = out.template.float().topk(2, -1).indices
-            span = g.model.heads.max_span_tokens
-            first = decode_frames(out, top[:, 0], enc, g.vocab, span, g.ranker)
-            second = decode_frames(out, top[:, 1], enc, g.vocab, span, g.ranker)
-            relation_logp = out.relation.float().log_softmax(-1)
-            result = []
-            for b, row in enumerate(batch):
-                own = next(d for d in row["drafts"] if d["source"] == source)
-                differ[source] += own["text"] != first[b].query().to_text()
-                drafts = [_draft(f"{source}+t2", second[b])]
-                frame = first[b]
-                swapped = None
-                if frame.relations:
-                    j = min(range(len(frame.relations)), key=lambda r: frame.relations[r].confidence)
-                    used = {v.label for v in frame.relations}
-                    for k in relation_logp[b, j].topk(5).indices.tolist():
-                        choice = g.vocab.relations[k]
-                        if choice.label not in used:
-                            value = SlotValue(
-                                choice.label, choice.description, math.exp(float(relation_logp[b, j, k]))
-                            )
-                            relations = (*frame.relations[:j], value, *frame.relations[j + 1 :])
-                            swapped = dataclasses.replace(frame, relations=relations)
-                            break
-                # Without a relation slot the member's own draft stands in (it resolves the same).
-                drafts.append(
-                    _draft(f"{source}+r2", swapped) if swapped else {**own, "source": f"{source}+r2"}
-                )
-                result.append(drafts)
-            return result
-
-        order = list(range(len(rows)))
-        # The generator's own batching (by question length, 32 a batch), so the top frames match the shipped.
-        for row, drafts in zip(
-            rows, generate_in_length_order(order, 32, run, lambda i: len(rows[i]["question"])), strict=True
-        ):
-            extra[row["id"]].extend(drafts)
-    return extra, differ
-
-
-def _draft(source: str, frame: Any) -> dict[str, Any]:
-    slots = [v.confidence for v in (*frame.entities, *frame.relations)]
-    return {
-        "source": source,
-        "text": frame.query().to_text(),
-        "confidence": {"template": frame.template_confidence, "slots": min(slots, default=1.0)},
-    }
 
 
 def main() -> None:
@@ -127,7 +50,9 @@ def main() -> None:
     rows = [json.loads(line) for line in args.drafts.read_text(encoding="utf-8").splitlines()]
     drafts_path = args.out / "drafts.jsonl"
     if not drafts_path.exists():
-        extra, differ = runner_up_drafts(rows)
+        from pgmr.experiments.runners_up import runner_up_drafts
+
+        extra, differ = runner_up_drafts(rows, MEMBERS)
         console.print(f"top frames differing from the shipped drafts: {dict(differ)}")
         drafts_path.write_text(
             "".join(json.dumps({**r, "drafts": r["drafts"] + extra[r["id"]]}) + "\n" for r in rows),

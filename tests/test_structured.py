@@ -187,6 +187,51 @@ def test_generator_loads_by_card_and_writes_parseable_sparql_pgmr(tiny_run) -> N
     assert drafts[0].confidence == pytest.approx(scored[0][1], rel=1e-2)
 
 
+def test_runners_up_come_from_the_same_forward_pass(tiny_run) -> None:  # type: ignore[no-untyped-def]
+    """The verifier's extra training drafts (scripts/verifier_drafts.py): each question's top frame is the one
+    generation writes; `+t2` has another template; `+r2` changes exactly one relation slot to a property the
+    frame does not already use."""
+    from pgmr.experiments.runners_up import runner_up_drafts
+    from pgmr.generators.structured.generator import StructuredGenerator
+    from pgmr.query import parse
+
+    out, _, targets, _, _ = tiny_run
+    generator = StructuredGenerator.load(out / "model")
+    questions = [t.question for t in targets[:12]]
+    texts = generator.generate(questions, batch_size=5)
+    found = generator.runners_up(questions, batch_size=5)
+    assert [r.top.query().to_text() for r in found] == texts
+    swaps = 0
+    for runners in found:
+        top, second, swapped = runners.top, runners.second_template, runners.swapped_relation
+        assert second.template != top.template
+        parse(second.query().to_text())
+        if not top.relations:
+            assert swapped is None
+            continue
+        assert swapped is not None and swapped.template == top.template and swapped.entities == top.entities
+        changed = [i for i, (a, b) in enumerate(zip(top.relations, swapped.relations, strict=True)) if a != b]
+        assert len(changed) == 1
+        assert swapped.relations[changed[0]].label not in {v.label for v in top.relations}
+        parse(swapped.query().to_text())
+        swaps += 1
+    assert swaps > 0
+    rows = [
+        {"id": str(i), "question": q, "drafts": [{"source": "st", "text": t}]}
+        for i, (q, t) in enumerate(zip(questions, texts, strict=True))
+    ]
+    extra, differ = runner_up_drafts(rows, {"st": out / "model"}, batch_size=5)
+    assert differ["st"] == 0 and set(extra) == {r["id"] for r in rows}
+    for row, runners in zip(rows, found, strict=True):
+        t2, r2 = extra[row["id"]]
+        assert (t2["source"], t2["text"]) == ("st+t2", runners.second_template.query().to_text())
+        assert 0.0 < t2["confidence"]["template"] <= 1.0
+        assert r2["source"] == "st+r2"
+        assert r2["text"] == (runners.swapped_relation or runners.top).query().to_text()
+    with pytest.raises(ValueError, match="no draft from member"):
+        runner_up_drafts(rows, {"other": out / "model"})
+
+
 def test_rerun_resumes_from_the_checkpoint_and_extends_the_history(tiny_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import shutil
     from dataclasses import replace

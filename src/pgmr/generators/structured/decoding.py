@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from transformers import PreTrainedTokenizerBase
@@ -257,6 +257,67 @@ def predict_frames(
         relation_features=features.to(device) if features is not None else None,
     )
     return decode_frames(out, out.template.argmax(-1).cpu(), enc, vocab, model.heads.max_span_tokens, ranker)
+
+
+@dataclass(frozen=True)
+class RunnersUp:
+    """What one forward pass holds besides its top frame (`top`): `second_template`, the frame of the second
+    most probable template, and `swapped_relation`, the top frame with its least probable relation slot given
+    its next most probable property not already in the frame (None without a relation slot)."""
+
+    top: Frame
+    second_template: Frame
+    swapped_relation: Frame | None
+
+
+@torch.no_grad()
+def predict_runners_up(
+    model: StructuredModel,
+    tokenizer: PreTrainedTokenizerBase,
+    vocab: Vocabulary,
+    questions: Sequence[str],
+    max_length: int,
+    lexicon: RelationLexicon,
+    device: str = "cpu",
+    ranker: RelationRanker | None = None,
+    *,
+    candidates: int = 5,
+) -> list[RunnersUp]:
+    """`predict_frames` with each question's runners-up: more drafts at no generation cost (the draft
+    verifier's training examples, bench/nbest_drafts.py). `candidates`: how many of a slot's most probable
+    properties are tried for the swap."""
+    enc = encode_questions(tokenizer, questions, max_length, lexicon)
+    features = enc.relation_features
+    out = model(
+        enc.input_ids.to(device),
+        enc.attention_mask.to(device),
+        enc.span_starts.to(device),
+        enc.span_ends.to(device),
+        relation_features=features.to(device) if features is not None else None,
+    )
+    top = out.template.float().topk(2, -1).indices.cpu()
+    span = model.heads.max_span_tokens
+    first = decode_frames(out, top[:, 0], enc, vocab, span, ranker)
+    second = decode_frames(out, top[:, 1], enc, vocab, span, ranker)
+    relation_logp = out.relation.float().log_softmax(-1).cpu()
+    result = []
+    for b, frame in enumerate(first):
+        swapped = None
+        if frame.relations:
+            j = min(range(len(frame.relations)), key=lambda r: frame.relations[r].confidence)
+            used = {v.label for v in frame.relations}
+            for k in relation_logp[b, j].topk(candidates).indices.tolist():
+                choice = vocab.relations[k]
+                if choice.label not in used:
+                    value = SlotValue(
+                        choice.label, choice.description, math.exp(float(relation_logp[b, j, k]))
+                    )
+                    swapped = replace(
+                        frame, relations=(*frame.relations[:j], value, *frame.relations[j + 1 :])
+                    )
+                    break
+        result.append(RunnersUp(frame, second[b], swapped))
+    return result
 
 
 _WORDS = re.compile(r"\w+")

@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from pgmr.generators.base import check_generate_inputs, generate_in_length_order
-from pgmr.generators.structured.decoding import Frame, RelationLexicon, predict_frames
+from pgmr.generators.structured.decoding import (
+    Frame,
+    RelationLexicon,
+    RunnersUp,
+    predict_frames,
+    predict_runners_up,
+)
 from pgmr.generators.structured.ranker import RelationRanker
 from pgmr.generators.structured.store import load_model
 from pgmr.precision import DEFAULT_PRECISION, inference_dtype
@@ -59,6 +65,26 @@ class StructuredGenerator:
 
         def run(batch: list[int]) -> list[Frame]:
             return predict_frames(
+                self.model,
+                self.tokenizer,
+                self.vocab,
+                [items[i] for i in batch],
+                self.max_source_len,
+                self.lexicon,
+                self.device,
+                self.ranker,
+            )
+
+        return generate_in_length_order(items, batch_size, run, len)
+
+    def runners_up(self, questions: Sequence[str], *, batch_size: int = 32) -> list[RunnersUp]:
+        """Per question, the top frame and the runners-up of the same forward pass (decoding.RunnersUp). Batched
+        as `frames` batches, so with the same `batch_size` the top frames are the ones `frames` gives."""
+        check_generate_inputs(self.mode, questions, None, batch_size)
+        items = list(questions)
+
+        def run(batch: list[int]) -> list[RunnersUp]:
+            return predict_runners_up(
                 self.model,
                 self.tokenizer,
                 self.vocab,
