@@ -775,6 +775,39 @@ def test_models_line_names_trained_and_served_models() -> None:
     assert "runs/rag" not in line  # only systems that ran are listed
 
 
+def test_an_ensembles_draft_verifier_is_listed_and_its_training_counted(tmp_path: Path) -> None:
+    from pgmr.experiments.results_doc import models_line, total_wall_time
+    from pgmr.experiments.systems import card_summary
+
+    member = tmp_path / "member"
+    member.mkdir()
+    card = {"mode": "pgmr", "model": {"preset": "tiny", "parameters": 10}, "training": {"global_step": 4}}
+    (member / "model_card.json").write_text(
+        json.dumps({**card, "training": {"global_step": 4, "wall_seconds": 60}})
+    )
+    ensemble = tmp_path / "ensemble"
+    (ensemble / "verifier").mkdir(parents=True)
+    ens_card = {"backend": "ensemble", "mode": "pgmr", "members": [{"name": "a", "path": "../member"}]}
+    summary = card_summary(ensemble, ens_card)
+    assert "verifier" not in summary and summary["train_wall_seconds"] == 60
+    verifier_card = {"backend": "verifier", "training": {"steps": 25, "seconds": 120.0}}
+    (ensemble / "verifier" / "model_card.json").write_text(json.dumps(verifier_card))
+    summary = card_summary(ensemble, ens_card)
+    assert summary["verifier"] == {
+        "model": str(ensemble / "verifier"),
+        "train_steps": 25,
+        "train_wall_seconds": 120.0,
+    }
+    assert summary["train_wall_seconds"] == 180.0 and summary["train_steps"] == "4"
+    doc = {"systems": {"pgmr": {"status": "ok", "model": str(ensemble), "mode": "pgmr", **summary}}}
+    line = models_line(doc)
+    assert (
+        line is not None and f"draft verifier `{ensemble / 'verifier'}` (25 training steps, 2.0 min)" in line
+    )
+    (total,) = total_wall_time({"lcquad2-original": {"wall_seconds": 1.0, **doc}})[:1]
+    assert "Training the 2 models they evaluate took 3.0 min" in total  # the member and the verifier
+
+
 def test_the_margin_table_takes_the_unknown_uri_splits_ensemble_row_where_there_is_one() -> None:
     from pgmr.experiments.results_doc import margins_table
 

@@ -145,6 +145,12 @@ def _model_description(e: Mapping[str, Any]) -> str:
             f"{fmt_seconds(m.get('train_wall_seconds'))})"
             for m in e["members"]
         )
+        verifier = e.get("verifier")
+        if verifier:
+            members += (
+                f"; draft verifier `{verifier.get('model')}` ({verifier.get('train_steps')} training steps, "
+                f"{fmt_seconds(verifier.get('train_wall_seconds'))})"
+            )
         return (
             f"`{e.get('model')}` ({e.get('mode')}, an ensemble whose drafts are resolved and reranked: {members}; "
             f"decoding: {fmt_decoding(e) or 'not recorded'})"
@@ -173,7 +179,10 @@ def total_wall_time(docs: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
         str(entry.get("model")): float(entry["train_wall_seconds"])
         for doc in ran
         for model in evaluated_models(doc)
-        for entry in (model.get("members") or [model])
+        for entry in [
+            *(model.get("members") or [model]),
+            *([model["verifier"]] if model.get("verifier") else []),
+        ]
         if entry.get("train_wall_seconds")
     }
     line = f"Total wall time of the published runs: {fmt_seconds(total)}."

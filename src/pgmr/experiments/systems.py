@@ -3,6 +3,7 @@ makes it)."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +57,9 @@ def card_summary(model_dir: Path, card: Mapping[str, Any]) -> dict[str, Any]:
             members.append({"name": entry.get("name"), "model": str(path), **card_summary(path, member_card)})
         steps = [m["train_steps"] for m in members]
         seconds = [m["train_wall_seconds"] for m in members]
+        verifier = _verifier_summary(Path(model_dir))
+        if verifier is not None:
+            seconds.append(verifier["train_wall_seconds"])
         return {
             "preset": "ensemble of " + ", ".join(f"{m['name']} ({m['preset']})" for m in members),
             "parameters": sum(m["parameters"] for m in members)
@@ -65,6 +69,7 @@ def card_summary(model_dir: Path, card: Mapping[str, Any]) -> dict[str, Any]:
             "train_wall_seconds": sum(seconds) if None not in seconds else None,
             "validation_exact_match": None,
             "members": members,
+            **({"verifier": verifier} if verifier is not None else {}),
         }
     if backend == "structured":
         return {
@@ -82,6 +87,26 @@ def card_summary(model_dir: Path, card: Mapping[str, Any]) -> dict[str, Any]:
         "train_steps": training.get("global_step"),
         "train_wall_seconds": training.get("wall_seconds"),
         "validation_exact_match": card.get("validation", {}).get("exact_match"),
+    }
+
+
+def _verifier_summary(model_dir: Path) -> dict[str, Any] | None:
+    """An ensemble's draft verifier (its `verifier/`), which was trained too: its steps and time; None without
+    one."""
+    from pgmr.generators.verifier import VERIFIER_DIR
+
+    path = model_dir / VERIFIER_DIR
+    try:
+        card = json.loads((path / "model_card.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    training = card.get("training") if isinstance(card, dict) else None
+    if not isinstance(training, dict):
+        return None
+    return {
+        "model": os.path.normpath(path),
+        "train_steps": training.get("steps"),
+        "train_wall_seconds": training.get("seconds"),
     }
 
 
