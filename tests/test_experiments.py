@@ -790,11 +790,12 @@ def test_an_ensembles_draft_verifier_is_listed_and_its_training_counted(tmp_path
     ens_card = {"backend": "ensemble", "mode": "pgmr", "members": [{"name": "a", "path": "../member"}]}
     summary = card_summary(ensemble, ens_card)
     assert "verifier" not in summary and summary["train_wall_seconds"] == 60
-    verifier_card = {"backend": "verifier", "training": {"steps": 25, "seconds": 120.0}}
+    verifier_card = {"backend": "verifier", "command": "v", "training": {"steps": 25, "seconds": 120.0}}
     (ensemble / "verifier" / "model_card.json").write_text(json.dumps(verifier_card))
     summary = card_summary(ensemble, ens_card)
     assert summary["verifier"] == {
         "model": str(ensemble / "verifier"),
+        "trained_by": "v",
         "train_steps": 25,
         "train_wall_seconds": 120.0,
     }
@@ -806,6 +807,17 @@ def test_an_ensembles_draft_verifier_is_listed_and_its_training_counted(tmp_path
     )
     (total,) = total_wall_time({"lcquad2-original": {"wall_seconds": 1.0, **doc}})[:1]
     assert "Training the 2 models they evaluate took 3.0 min" in total  # the member and the verifier
+    # Another ensemble of the same member with a copy of the verifier adds no training.
+    copy = tmp_path / "copy"
+    shutil.copytree(ensemble, copy)
+    doc["systems"]["other"] = {
+        "status": "ok",
+        "model": str(copy),
+        "mode": "pgmr",
+        **card_summary(copy, ens_card),
+    }
+    (total,) = total_wall_time({"lcquad2-original": {"wall_seconds": 1.0, **doc}})[:1]
+    assert "Training the 2 models they evaluate took 3.0 min" in total
 
 
 def test_the_margin_table_takes_the_unknown_uri_splits_ensemble_row_where_there_is_one() -> None:

@@ -176,7 +176,7 @@ def total_wall_time(docs: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
     total = sum(float(doc.get("wall_seconds") or 0) for doc in ran)
     # An ensemble counts as its members, so a member also evaluated alone is counted once.
     trained = {
-        str(entry.get("model")): float(entry["train_wall_seconds"])
+        str(entry.get("trained_by") or entry.get("model")): float(entry["train_wall_seconds"])
         for doc in ran
         for model in evaluated_models(doc)
         for entry in [

@@ -105,6 +105,8 @@ def _verifier_summary(model_dir: Path) -> dict[str, Any] | None:
         return None
     return {
         "model": os.path.normpath(path),
+        # A copy (the QALD-10 fine-tuned ensemble ships the default's) is the same training: counted once.
+        "trained_by": card.get("command"),
         "train_steps": training.get("steps"),
         "train_wall_seconds": training.get("seconds"),
     }
