@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -295,7 +296,12 @@ def prepare_drafts(
         advance=advance,
         lock=lock,
     )
+    started = time.perf_counter()
     logits = verifier_scores(resolved, reranker.verifier, resolver)
+    if reranker.verifier is not None:
+        seconds = time.perf_counter() - started
+        for timer in timers:  # one call for the batch, as "resolve" is timed
+            timer.stages.append(("verify", seconds))
     verified = [logits[slot] for slot in slots]
     seen: set[int] = set()
     prepared: list[Prepared] = []
