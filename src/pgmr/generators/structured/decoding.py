@@ -235,6 +235,27 @@ def decode_frames(
     return frames
 
 
+def _forward(
+    model: StructuredModel,
+    tokenizer: PreTrainedTokenizerBase,
+    questions: Sequence[str],
+    max_length: int,
+    lexicon: RelationLexicon,
+    device: str,
+) -> tuple[Outputs, Encoded]:
+    """One forward pass over a batch of questions, and their encoding (which decoding reads spans from)."""
+    enc = encode_questions(tokenizer, questions, max_length, lexicon)
+    features = enc.relation_features
+    out = model(
+        enc.input_ids.to(device),
+        enc.attention_mask.to(device),
+        enc.span_starts.to(device),
+        enc.span_ends.to(device),
+        relation_features=features.to(device) if features is not None else None,
+    )
+    return out, enc
+
+
 @torch.no_grad()
 def predict_frames(
     model: StructuredModel,
@@ -247,15 +268,7 @@ def predict_frames(
     ranker: RelationRanker | None = None,
 ) -> list[Frame]:
     """What generation writes for a batch of questions: the argmax template and its slot values."""
-    enc = encode_questions(tokenizer, questions, max_length, lexicon)
-    features = enc.relation_features
-    out = model(
-        enc.input_ids.to(device),
-        enc.attention_mask.to(device),
-        enc.span_starts.to(device),
-        enc.span_ends.to(device),
-        relation_features=features.to(device) if features is not None else None,
-    )
+    out, enc = _forward(model, tokenizer, questions, max_length, lexicon, device)
     return decode_frames(out, out.template.argmax(-1).cpu(), enc, vocab, model.heads.max_span_tokens, ranker)
 
 
@@ -286,15 +299,7 @@ def predict_runners_up(
     """`predict_frames` with each question's runners-up: more drafts at no generation cost (the draft
     verifier's training examples, bench/nbest_drafts.py). `candidates`: how many of a slot's most probable
     properties are tried for the swap."""
-    enc = encode_questions(tokenizer, questions, max_length, lexicon)
-    features = enc.relation_features
-    out = model(
-        enc.input_ids.to(device),
-        enc.attention_mask.to(device),
-        enc.span_starts.to(device),
-        enc.span_ends.to(device),
-        relation_features=features.to(device) if features is not None else None,
-    )
+    out, enc = _forward(model, tokenizer, questions, max_length, lexicon, device)
     top = out.template.float().topk(2, -1).indices.cpu()
     span = model.heads.max_span_tokens
     first = decode_frames(out, top[:, 0], enc, vocab, span, ranker)

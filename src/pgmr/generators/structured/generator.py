@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pgmr.generators.base import check_generate_inputs, generate_in_length_order
 from pgmr.generators.structured.decoding import (
@@ -17,6 +17,8 @@ from pgmr.generators.structured.decoding import (
 from pgmr.generators.structured.ranker import RelationRanker
 from pgmr.generators.structured.store import load_model
 from pgmr.precision import DEFAULT_PRECISION, inference_dtype
+
+T = TypeVar("T")
 
 
 class StructuredGenerator:
@@ -60,31 +62,22 @@ class StructuredGenerator:
         return cls(model.to(dtype=dtype), tokenizer, vocab, card, device, ranker)
 
     def frames(self, questions: Sequence[str], *, batch_size: int = 16) -> list[Frame]:
-        check_generate_inputs(self.mode, questions, None, batch_size)
-        items = list(questions)
-
-        def run(batch: list[int]) -> list[Frame]:
-            return predict_frames(
-                self.model,
-                self.tokenizer,
-                self.vocab,
-                [items[i] for i in batch],
-                self.max_source_len,
-                self.lexicon,
-                self.device,
-                self.ranker,
-            )
-
-        return generate_in_length_order(items, batch_size, run, len)
+        return self._in_batches(predict_frames, questions, batch_size)
 
     def runners_up(self, questions: Sequence[str], *, batch_size: int = 32) -> list[RunnersUp]:
         """Per question, the top frame and the runners-up of the same forward pass (decoding.RunnersUp). Batched
         as `frames` batches, so with the same `batch_size` the top frames are the ones `frames` gives."""
+        return self._in_batches(predict_runners_up, questions, batch_size)
+
+    def _in_batches(
+        self, predict: Callable[..., list[T]], questions: Sequence[str], batch_size: int
+    ) -> list[T]:
+        """`predict` (predict_frames or predict_runners_up) over batches of questions of similar length."""
         check_generate_inputs(self.mode, questions, None, batch_size)
         items = list(questions)
 
-        def run(batch: list[int]) -> list[RunnersUp]:
-            return predict_runners_up(
+        def run(batch: list[int]) -> list[T]:
+            return predict(
                 self.model,
                 self.tokenizer,
                 self.vocab,
