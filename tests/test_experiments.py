@@ -446,6 +446,40 @@ def test_unknown_uri_trains_and_evaluates_on_held_out_entities(
     assert rows and all(
         [d["source"] for d in r["drafts"]] == ["seq2seq", "structured", "again"] for r in rows
     )
+    # A draft verifier joins the ensemble (copied into it, its score a signal of a reranker fitted again);
+    # called again without it, it is taken out and the reranker is fitted without it.
+    from pgmr.generators.verifier import (
+        VERIFIER_DIR,
+        Verifier,
+        VerifierConfig,
+        VerifierExample,
+        train_verifier,
+    )
+
+    question = rows[0]["question"]
+    examples = [VerifierExample(question, f"select ?v0 where {{ [{w}] ?v0 }}", w == "a") for w in "ab"]
+    config = VerifierConfig(max_steps=1, batch_size=2, bf16=False, checkpoint_every=1)
+    train_verifier(examples, tmp_path / "verifier", config, layers=1)
+    result = _invoke(data_dir, *three, "--verifier", str(tmp_path / "verifier"))
+    assert result.exit_code == 0, result.output
+    assert "kept" not in result.output
+    placed = Verifier.load(ensemble / VERIFIER_DIR)
+    assert placed.card["training"]["steps"] == 1
+    assert _metrics(out)["settings"]["options"]["verifier"] == str(tmp_path / "verifier")
+    assert _metrics(out)["systems"]["pgmr-ensemble"]["verifier"]["train_steps"] == 1
+    with_verifier = json.loads((ensemble / "reranker.json").read_text())
+    result = _invoke(data_dir, *three, "--verifier", str(tmp_path / "verifier" / "model"))
+    assert result.exit_code == 0 and "kept" in result.output, result.output
+    assert json.loads((ensemble / "reranker.json").read_text()) == with_verifier
+    result = _invoke(data_dir, *three)
+    assert result.exit_code == 0 and "kept" not in result.output, result.output
+    assert not (ensemble / VERIFIER_DIR).exists()
+    assert "verifier" not in _metrics(out)["systems"]["pgmr-ensemble"]
+    result = _invoke(data_dir, *three, "--verifier", str(tmp_path / "nothing"))
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "--verifier" in said and "not a verifier" in said, said
+    result = _invoke(data_dir, *ensemble_args, "--verifier", str(tmp_path / "verifier"))
+    assert result.exit_code == 2 and "needs its structured member" in " ".join(result.output.split())
     # Members that cannot be: a name taken, no NAME=DIR, a direct-mode model.
     for bad, says in (
         (f"structured={out / 'runs' / 'pgmr'}", "member names must differ"),

@@ -86,6 +86,12 @@ def lcquad2_unknown_uri(
         help="NAME=DIR: a further member of the pgmr-ensemble row, trained on this split "
         "(scripts/train_unknown_uri_seq2seq.py); repeatable; needs --structured",
     ),
+    verifier: Path | None = typer.Option(
+        None,
+        help="The pgmr-ensemble row's draft verifier, trained on this split's training drafts "
+        "(scripts/unknown_uri_verifier_drafts.py, then pgmr train-verifier): its run or model directory, "
+        "copied into the ensemble; needs --structured",
+    ),
 ) -> None:
     """Re-split LC-QuAD 2.0 so that no test entity occurs in training, train the models on it (same preset
     and budget each; resumable run dirs under --out), evaluate them on its test part."""
@@ -120,6 +126,7 @@ def lcquad2_unknown_uri(
             anneal_to_budget=anneal_to_budget,
             structured=structured,
             extra_members=extra_members,
+            verifier=verifier,
         )
     except ValueError as exc:
         print_error(exc)

@@ -14,6 +14,7 @@ ones; they are written to `<out>/split/facts.json`.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -90,6 +91,10 @@ class UnknownUriOptions:
     # Further members of that ensemble, after the two (name, model dir), each trained on this split's training
     # part (e.g. scripts/train_unknown_uri_seq2seq.py), as the shipped default's members beyond the two are.
     extra_members: tuple[tuple[str, Path], ...] = ()
+    # The ensemble's draft verifier, trained on drafts of this split's training part
+    # (scripts/unknown_uri_verifier_drafts.py, then `pgmr train-verifier`): its run or model directory, copied
+    # into the ensemble as the shipped default's `verifier/`. None: the ensemble has none.
+    verifier: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.modes:
@@ -102,6 +107,10 @@ class UnknownUriOptions:
         names = [name for name, _ in self.extra_members]
         if self.extra_members and self.structured is None:
             raise ValueError("further ensemble members need the structured one (--structured) too")
+        if self.verifier is not None and self.structured is None:
+            raise ValueError(
+                "the ensemble's verifier (--verifier) needs its structured member (--structured)"
+            )
         taken = [n for n in names if n in ("seq2seq", "structured") or names.count(n) > 1 or not n.strip()]
         if taken:
             raise ValueError(
@@ -160,12 +169,23 @@ def unknown_uri_split(
     return split, train_info, test_info
 
 
-def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
-    from pgmr.datasets.splits import split_train_validation
-    from pgmr.jsonl import write_json, write_jsonl
+def split_prior_and_facts(train_part: Sequence[Any], seed: int) -> tuple[Any, Any]:
+    """The resolver's prominence prior and role facts of the split, from its training part only (the module
+    docstring says why); what `run` and scripts that resolve drafts of the split share."""
     from pgmr.resolver import Prior
     from pgmr.resolver.facts import TrainingFacts
     from pgmr.resolver.priors import counts_from_sparql
+
+    prior = Prior(counts_from_sparql([r.sparql for r in train_part]))
+    facts = TrainingFacts.from_sparql(
+        (r.sparql for r in train_part), {"dataset": f"{NAME} split (seed {seed}), training part"}
+    )
+    return prior, facts
+
+
+def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
+    from pgmr.datasets.splits import split_train_validation
+    from pgmr.jsonl import write_json, write_jsonl
 
     split, train_info, test_info = unknown_uri_split(ws, options)
     split_dir = ws.out_dir / "split"
@@ -196,10 +216,7 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
     # validation carve either, as the shipped memory's prior since session 25: the reranker is fitted there, and
     # a prior that counted those queries makes every gold ID of them look prominent.
     prior_records = train_part
-    prior = Prior(counts_from_sparql([r.sparql for r in prior_records]))
-    facts = TrainingFacts.from_sparql(
-        (r.sparql for r in train_part), {"dataset": f"{NAME} split (seed {options.seed}), training part"}
-    )
+    prior, facts = split_prior_and_facts(train_part, options.seed)
     write_json(split_dir / "facts.json", facts.to_json())
     training: dict[str, Any] = {}
     systems: dict[str, Any] = {}
@@ -248,6 +265,7 @@ def run(ws: Workspace, options: UnknownUriOptions) -> dict[str, Any]:
                 **asdict(options),
                 "structured": options.structured and str(options.structured),
                 "extra_members": [[n, str(p)] for n, p in options.extra_members],
+                "verifier": options.verifier and str(options.verifier),
             },
             "questions": len(test_records),
         },
@@ -295,7 +313,6 @@ def _ensemble(
     (refitted whenever a member's card changes; kept otherwise). Returns its spec (missing while the pgmr run
     has no model) and the fit's figures."""
     import hashlib
-    import os
 
     from pgmr.experiments.rerank_fit import NothingToFit, draft_outcomes, report
     from pgmr.generators.ensemble import RERANKER_FILE, read_reranker
@@ -356,6 +373,12 @@ def _ensemble(
         settings.device,
     ]
     fingerprint.update(json.dumps(decoding).encode())
+    # The verifier's score is a signal of the fit: another verifier (or none), another fit.
+    verifier = _place_verifier(options.verifier, directory)
+    if verifier is not None:
+        fingerprint.update(b"verifier")
+        for name in sorted(p.name for p in verifier.iterdir() if p.is_file()):
+            fingerprint.update(name.encode() + (verifier / name).read_bytes())
     card = {
         "backend": "ensemble",
         "mode": "pgmr",
@@ -399,6 +422,7 @@ def _ensemble(
             {r.id: _qa(r) for r in validation_part},
             ws.resolver(prior=prior, facts=facts, **no_refusal),
             ws.stages(**no_refusal),
+            verifier=getattr(generator, "verifier", None),
         )
     names = [n for n, _ in members]
     try:
@@ -422,6 +446,42 @@ def _ensemble(
     )
     atomic_write_text(directory / RERANKER_FILE, json.dumps(reranker.to_json(), indent=1) + "\n")
     return SystemSpec(ENSEMBLE, "pgmr", directory, directory, read_model_card(directory), explicit=True), fit
+
+
+def _place_verifier(given: Path | None, directory: Path) -> Path | None:
+    """`given` (a `pgmr train-verifier` run or model directory) copied to `directory`/verifier, where the
+    ensemble loads it, replacing what was there; without one, a verifier left there by an earlier call is
+    removed, so the row is what the options say. Returns where the verifier now is (None: none)."""
+    import shutil
+
+    from pgmr.fsutil import replace_dir, temp_sibling
+    from pgmr.generators.verifier import VERIFIER_DIR, Verifier, VerifierError
+
+    target = directory / VERIFIER_DIR
+    if given is None:
+        if target.exists():
+            aside = temp_sibling(target)
+            os.rename(target, aside)
+            shutil.rmtree(aside, ignore_errors=True)
+        return None
+    source = given / "model" if (given / "model").is_dir() else given
+    try:
+        Verifier.load(source)
+    except VerifierError as exc:
+        raise ExperimentError(f"--verifier {given}: {exc} (pgmr train-verifier writes one)") from None
+    if target.is_dir() and _same_files(source, target):
+        return target
+    tmp = temp_sibling(target)
+    shutil.copytree(source, tmp)
+    replace_dir(tmp, target)
+    return target
+
+
+def _same_files(a: Path, b: Path) -> bool:
+    names = sorted(p.name for p in a.iterdir() if p.is_file())
+    if names != sorted(p.name for p in b.iterdir() if p.is_file()):
+        return False
+    return all((a / n).read_bytes() == (b / n).read_bytes() for n in names)
 
 
 def train_mode(
