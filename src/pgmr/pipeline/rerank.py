@@ -301,7 +301,7 @@ def prepare_drafts(
     if reranker.verifier is not None:
         seconds = time.perf_counter() - started
         for timer in timers:  # one call for the batch, as "resolve" is timed
-            timer.stages.append(("verify", seconds))
+            timer.add_seconds("verify", seconds)
     verified = [logits[slot] for slot in slots]
     seen: set[int] = set()
     prepared: list[Prepared] = []

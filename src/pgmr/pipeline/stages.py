@@ -44,12 +44,22 @@ Advance = Callable[[int], None]
 
 @dataclass
 class Timer:
+    """One question's time per stage, in the order the stages first ran. A stage that runs again for the
+    question (once per draft of an ensemble) adds to its entry, so each stage is listed once."""
+
     stages: list[tuple[str, float]] = field(default_factory=list)
 
     def add(self, stage: str, started: float) -> float:
         now = time.perf_counter()
-        self.stages.append((stage, now - started))
+        self.add_seconds(stage, now - started)
         return now
+
+    def add_seconds(self, stage: str, seconds: float) -> None:
+        for n, (name, earlier) in enumerate(self.stages):
+            if name == stage:
+                self.stages[n] = (stage, earlier + seconds)
+                return
+        self.stages.append((stage, seconds))
 
 
 @dataclass
@@ -188,8 +198,10 @@ def prepare(
             lock=lock,
         )
         seconds = time.perf_counter() - started
+        # One call for the batch: each question spent its whole time once, however many of its drafts were in it.
+        for timer in {id(i.timer): i.timer for i in parsed}.values():
+            timer.add_seconds("resolve", seconds)
         for item, verdict in zip(parsed, verdicts, strict=True):
-            item.timer.stages.append(("resolve", seconds))
             if isinstance(verdict, IntermediateQueryError):
                 item.result = invalid(item, AskError.of(verdict))
             elif isinstance(verdict, Refusal):
