@@ -432,6 +432,8 @@ def test_unknown_uri_trains_and_evaluates_on_held_out_entities(
     result = _invoke(data_dir, *three, "--member", f"again={out / 'runs' / 'pgmr'}")
     assert result.exit_code == 0, result.output
     assert "kept" not in result.output
+    # The recorded command repeats a repeatable option as typed, so it can be run again.
+    assert f"--member again={out / 'runs' / 'pgmr'} " in _metrics(out)["command"] + " "
     assert [m["name"] for m in _metrics(out)["systems"]["pgmr-ensemble"]["members"]] == [
         "seq2seq",
         "structured",

@@ -116,6 +116,11 @@ def recorded_command(ctx: typer.Context) -> str:
         value = ctx.params.get(param.name or "")
         if value is None or value == param.default:
             continue
+        if isinstance(value, list | tuple):  # a repeatable option: once per value, as typed
+            if value:
+                long = max(getattr(param, "opts", ()), key=len)
+                args += [a for v in value for a in (long, str(v))]
+            continue
         opts = list(getattr(param, "opts", ()))
         long = max(opts, key=len)
         if getattr(param, "is_flag", False):
