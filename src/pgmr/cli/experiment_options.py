@@ -118,8 +118,8 @@ def recorded_command(ctx: typer.Context) -> str:
             continue
         if isinstance(value, list | tuple):  # a repeatable option: once per value, as typed
             if value:
-                long = max(getattr(param, "opts", ()), key=len)
-                args += [a for v in value for a in (long, str(v))]
+                name: str = max(getattr(param, "opts", ()), key=len)
+                args += [a for v in value for a in (name, str(v))]
             continue
         opts = list(getattr(param, "opts", ()))
         long = max(opts, key=len)
