@@ -118,7 +118,7 @@ def recorded_command(ctx: typer.Context) -> str:
             continue
         if isinstance(value, list | tuple):  # a repeatable option: once per value, as typed
             if value:
-                name: str = max(getattr(param, "opts", ()), key=len)
+                name = str(max(getattr(param, "opts", ()), key=len))
                 args += [a for v in value for a in (name, str(v))]
             continue
         opts = list(getattr(param, "opts", ()))
