@@ -471,6 +471,7 @@ def _place_verifier(given: Path | None, directory: Path) -> Path | None:
         raise ExperimentError(f"--verifier {given}: {exc} (pgmr train-verifier writes one)") from None
     if target.is_dir() and _same_files(source, target):
         return target
+    directory.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(target)
     shutil.copytree(source, tmp)
     replace_dir(tmp, target)
