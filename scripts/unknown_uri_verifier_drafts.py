@@ -36,6 +36,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, help="only the first N training questions (quick runs)")
     args = parser.parse_args()
 
+    from pgmr.cli.experiment_options import RichReporter
     from pgmr.config import resolve_data_dir
     from pgmr.datasets.splits import split_train_validation
     from pgmr.experiments.lcquad2_unknown_uri import (
@@ -70,7 +71,7 @@ def main() -> int:
     settings = ExperimentSettings(
         data_dir=resolve_data_dir(args.data_dir), out_dir=args.out.parent, batch_size=args.batch_size
     )
-    ws = Workspace(settings)
+    ws = Workspace(settings, RichReporter())
     split, _, _ = unknown_uri_split(ws, options)
     train_part, _ = split_train_validation(list(split.train), options.validation_share)
     prior, facts = split_prior_and_facts(train_part, options.seed)
