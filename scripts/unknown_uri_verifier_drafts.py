@@ -106,9 +106,15 @@ def main() -> int:
     resolver = ws.resolver(prior=prior, facts=facts, **no_refusal)
     keys = list(dict.fromkeys((r["question"], d["text"]) for r in rows for d in r["drafts"]))
     started = time.monotonic()
-    prepared = prepare(
-        [q for q, _ in keys], [t for _, t in keys], "pgmr", resolver, ws.stages(**no_refusal).grounding
-    )
+    with ws.reporter.progress(f"resolving {len(keys)} distinct drafts", len(keys)) as advance:
+        prepared = prepare(
+            [q for q, _ in keys],
+            [t for _, t in keys],
+            "pgmr",
+            resolver,
+            ws.stages(**no_refusal).grounding,
+            advance=advance,
+        )
     print(f"resolved {len(keys)} distinct drafts in {time.monotonic() - started:.0f} s")
     sparql = {
         k: (p.resolution.sparql if p.resolution is not None else None)
