@@ -25,7 +25,7 @@ import numpy as np
 from sklearn.ensemble import HistGradientBoostingClassifier
 
 from _common import console, table, write_result
-from pgmr.resolver.fitting import fit_logistic
+from pgmr.resolver.fitting import logistic_coefficients
 from pgmr.resolver.support import FEATURES
 
 SETS = ("entity-removed", "relation-removed")
@@ -33,7 +33,9 @@ REMOVED_KIND = {"entity-removed": "entity", "relation-removed": "relation"}
 THRESHOLDS = [round(0.01 * i, 2) for i in range(101)]
 FOLDS = 5
 
-Fit = Callable[[np.ndarray, np.ndarray], Callable[[np.ndarray], np.ndarray]]
+# (features, labels, feature names) -> scorer
+Fit = Callable[[np.ndarray, np.ndarray, Sequence[str]], Callable[[np.ndarray], np.ndarray]]
+VERIFIER = "verifier"  # the draft verifier's probability that the resolved draft is right (a row's signal)
 
 
 def supported(row: dict[str, Any], placeholder: dict[str, Any]) -> bool:
@@ -44,21 +46,35 @@ def supported(row: dict[str, Any], placeholder: dict[str, Any]) -> bool:
     )
 
 
-def logistic(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    model = fit_logistic([dict(zip(FEATURES, v, strict=True)) for v in x], list(y), FEATURES)
-    return lambda z: np.array([model.probability(dict(zip(FEATURES, v, strict=True))) for v in z])
+def logistic(x: np.ndarray, y: np.ndarray, names: Sequence[str]) -> Callable[[np.ndarray], np.ndarray]:
+    # The shipped fit (pgmr.resolver.fitting), over any signal names (LogisticModel knows only the shipped ones).
+    coef, intercept, mean, scale = logistic_coefficients(
+        [dict(zip(names, v, strict=True)) for v in x], list(y), list(names)
+    )
+    c, m, sc = np.array(coef), np.array(mean), np.array(scale)
+    return lambda z: 1.0 / (1.0 + np.exp(-np.clip(intercept + ((z - m) / sc) @ c, -50, 50)))
 
 
 def boosted(**params: Any) -> Fit:
-    def fit(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    def fit(x: np.ndarray, y: np.ndarray, names: Sequence[str]) -> Callable[[np.ndarray], np.ndarray]:
         clf = HistGradientBoostingClassifier(random_state=0, **params).fit(x, y)
         return lambda z: clf.predict_proba(z)[:, 1]
 
     return fit
 
 
-def out_of_fold(rows: Sequence[dict[str, Any]], fit: Fit, seed: int) -> dict[tuple[int, int], float]:
-    """(row index, placeholder index) -> support, each from a model that never saw the row's question."""
+def verifier_probability(row: dict[str, Any]) -> float:
+    logit = row.get(VERIFIER)
+    if logit is None:
+        return 0.0
+    return float(1.0 / (1.0 + np.exp(-float(logit))))
+
+
+def out_of_fold(
+    rows: Sequence[dict[str, Any]], fit: Fit, seed: int, verifier_kinds: Sequence[str] = ()
+) -> dict[tuple[int, int], float]:
+    """(row index, placeholder index) -> support, each from a model that never saw the row's question.
+    `verifier_kinds`: the placeholder kinds whose model also reads the row's verifier probability."""
     ids = sorted({r["id"] for r in rows})
     fold = dict(zip(ids, np.random.default_rng(seed).integers(0, FOLDS, len(ids)).tolist(), strict=True))
     scores: dict[tuple[int, int], float] = {}
@@ -69,12 +85,20 @@ def out_of_fold(rows: Sequence[dict[str, Any]], fit: Fit, seed: int) -> dict[tup
             for j, p in enumerate(r["placeholders"])
             if p["kind"] == kind
         ]
-        x = np.array([[p["features"][n] for n in FEATURES] for *_, p in items], dtype=np.float64)
+        names = [*FEATURES, *([VERIFIER] if kind in verifier_kinds else [])]
+        x = np.array(
+            [
+                [p["features"][n] for n in FEATURES]
+                + ([verifier_probability(r)] if kind in verifier_kinds else [])
+                for _, _, r, p in items
+            ],
+            dtype=np.float64,
+        )
         for f in range(FOLDS):
             held = np.array([fold[r["id"]] == f for _, _, r, _ in items])
             train = ~held & np.array([r["set"] != "full" for _, _, r, _ in items])
             y = np.array([supported(r, p) for _, _, r, p in items])
-            predict = fit(x[train], y[train])
+            predict = fit(x[train], y[train], names)
             for (i, j, _, _), s in zip(
                 (it for it, h in zip(items, held, strict=True) if h), predict(x[held]), strict=True
             ):
@@ -119,19 +143,37 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=Path, required=True, help="fit_refusal.py's placeholders.jsonl")
     ap.add_argument("--seed", type=int, default=0, help="of the fold assignment")
+    ap.add_argument(
+        "--verifier-signal",
+        action="store_true",
+        help="also the logistic and depth-3 models with the draft verifier's probability as one more signal "
+        "(rows from scripts/fit_refusal.py --verifier)",
+    )
     args = ap.parse_args()
     rows = [json.loads(line) for line in args.rows.read_text(encoding="utf-8").splitlines()]
-    models: dict[str, Fit] = {
-        "logistic (shipped kind)": logistic,
-        "boosted trees, depth 3": boosted(max_iter=100, learning_rate=0.1, max_depth=3),
-        "boosted trees, 15 leaves": boosted(
-            max_iter=200, learning_rate=0.05, max_leaf_nodes=15, min_samples_leaf=40
+    depth3 = boosted(max_iter=100, learning_rate=0.1, max_depth=3)
+    models: dict[str, tuple[Fit, tuple[str, ...]]] = {
+        "logistic (shipped kind)": (logistic, ()),
+        "boosted trees, depth 3": (depth3, ()),
+        "boosted trees, 15 leaves": (
+            boosted(max_iter=200, learning_rate=0.05, max_leaf_nodes=15, min_samples_leaf=40),
+            (),
         ),
     }
+    if args.verifier_signal:
+        if not any(VERIFIER in r for r in rows):
+            ap.error(
+                f"{args.rows}: no verifier logits (write the rows with scripts/fit_refusal.py --verifier)"
+            )
+        models |= {
+            "logistic + verifier (entity placeholders)": (logistic, ("entity",)),
+            "logistic + verifier (both kinds)": (logistic, ("entity", "relation")),
+            "boosted trees, depth 3 + verifier (both kinds)": (depth3, ("entity", "relation")),
+        }
     results = {}
     table_rows = []
-    for name, fit in models.items():
-        curve = sweep(rows, out_of_fold(rows, fit, args.seed))
+    for name, (fit, kinds) in models.items():
+        curve = sweep(rows, out_of_fold(rows, fit, args.seed, kinds))
         best = operating_point(curve)
         results[name] = {"curve": curve[::5], "operating_point": best}  # every 0.05 kept
         if best is None:
@@ -157,7 +199,8 @@ def main() -> None:
             table_rows,
         )
     )
-    write_result("refusal_models", {"rows": str(args.rows), "folds": FOLDS, "seed": args.seed, **results})
+    name = "refusal_models-verifier" if args.verifier_signal else "refusal_models"
+    write_result(name, {"rows": str(args.rows), "folds": FOLDS, "seed": args.seed, **results})
 
 
 if __name__ == "__main__":

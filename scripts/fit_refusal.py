@@ -48,9 +48,13 @@ THRESHOLDS = sorted({*(round(0.0025 * i, 4) for i in range(40)), *(round(0.01 * 
 MAX_EM_LOSS = 0.03
 
 
-def collect(predictions: Path, data_dir: Path, memory_dir: Path | None, seed: int) -> list[dict[str, Any]]:
+def collect(
+    predictions: Path, data_dir: Path, memory_dir: Path | None, seed: int, verifier_dir: Path | None = None
+) -> list[dict[str, Any]]:
     """Every draft of `predictions` (each member's, for an ensemble's drafts file; else the one prediction)
-    resolved against the full and the two reduced memories: one row per draft and memory, with its source."""
+    resolved against the full and the two reduced memories: one row per draft and memory, with its source.
+    With `verifier_dir` (a draft verifier, pgmr.generators.verifier), each row also has the verifier's logit
+    for the resolved draft (`verifier`; None when it did not resolve): a question-level signal to measure."""
     from pgmr.config import default_memory_dir
     from pgmr.datasets import load_named
     from pgmr.evaluation.metrics import query_exact_match
@@ -78,6 +82,13 @@ def collect(predictions: Path, data_dir: Path, memory_dir: Path | None, seed: in
         s = build_set(variant, records, full, seed)
         print(f"{variant}: {s.summary()}", file=sys.stderr)
         sets.append((variant, s.memory, list(s.records), list(s.answerable)))
+    verifier = verbalize = None
+    if verifier_dir is not None:
+        from pgmr.generators.verifier import Verifier, memory_describer
+
+        verifier = Verifier.load(verifier_dir)
+        # The full memory's labels: a reduced memory resolves to a subset of its rows, labelled the same.
+        verbalize = verifier.describe_with(memory_describer(full))
     rows: list[dict[str, Any]] = []
     for source in sources:
         for name, memory, recs, answerable in sets:
@@ -87,6 +98,14 @@ def collect(predictions: Path, data_dir: Path, memory_dir: Path | None, seed: in
             parsed = parse_outputs(outputs, questions, known=resolver.knows)
             results = resolve_parsed(resolver, parsed, questions, label=f"resolving {source} ({name})")
             placeholders = placeholder_rows(results, recs, answerable)
+            logits: dict[int, float] = {}
+            if verifier is not None and verbalize is not None:
+                texts = {
+                    i: verbalize(res.sparql) for i, res in enumerate(results) if isinstance(res, Resolution)
+                }
+                scored = [i for i, t in texts.items() if t is not None]
+                found = verifier.score([questions[i] for i in scored], [texts[i] or "" for i in scored])
+                logits = dict(zip(scored, found, strict=True))
             for i, (result, record) in enumerate(zip(results, recs, strict=True)):
                 em = isinstance(result, Resolution) and query_exact_match(result.sparql, record.sparql)
                 mine = [p for p in placeholders if p["question"] == i]
@@ -99,6 +118,7 @@ def collect(predictions: Path, data_dir: Path, memory_dir: Path | None, seed: in
                         "answerable": True if answerable is None else answerable[i],
                         "query_em": bool(em),
                         "placeholders": [{k: p[k] for k in ("kind", "correct", "features")} for p in mine],
+                        **({"verifier": logits.get(i)} if verifier is not None else {}),
                     }
                 )
     return rows
@@ -283,6 +303,12 @@ def main() -> int:
         "--generator", default="models/pgmr-ensemble", help="what wrote the predictions (provenance)"
     )
     ap.add_argument("--rows", type=Path, help="placeholders.jsonl of an earlier run (skips resolution)")
+    ap.add_argument(
+        "--verifier",
+        type=Path,
+        help="a draft verifier (e.g. models/pgmr-ensemble/verifier): each row also gets its logit for the "
+        "resolved draft, for bench/refusal_models.py --verifier-signal (not a signal of the shipped models)",
+    )
     ap.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     ap.add_argument("--memory", type=Path)
     ap.add_argument("--out", type=Path, default=Path("artifacts/refusal-calibration"))
@@ -315,7 +341,9 @@ def main() -> int:
         if args.predictions is None:
             ap.error("--predictions or --rows")
         rows = [
-            row for path in args.predictions for row in collect(path, args.data_dir, args.memory, args.seed)
+            row
+            for path in args.predictions
+            for row in collect(path, args.data_dir, args.memory, args.seed, args.verifier)
         ]
         rows_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     names = [n for n in args.features.split(",") if n]
