@@ -64,7 +64,12 @@ def main() -> int:
     structured = {}
     for member in card.get("members", []):
         path = (args.ensemble / member["path"]).resolve()
-        if read_model_card(path).get("backend") == "structured":
+        try:
+            backend = read_model_card(path).get("backend")
+        except ModelCardError as exc:
+            print(f"{args.ensemble}: member {member.get('name')!r}: {exc}", file=sys.stderr)
+            return 2
+        if backend == "structured":
             structured[member["name"]] = path
 
     options = UnknownUriOptions()
