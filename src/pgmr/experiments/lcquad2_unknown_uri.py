@@ -374,11 +374,9 @@ def _ensemble(
     ]
     fingerprint.update(json.dumps(decoding).encode())
     # The verifier's score is a signal of the fit: another verifier (or none), another fit.
-    verifier = _place_verifier(options.verifier, directory)
-    if verifier is not None:
-        fingerprint.update(b"verifier")
-        for name in sorted(p.name for p in verifier.iterdir() if p.is_file()):
-            fingerprint.update(name.encode() + (verifier / name).read_bytes())
+    verifier_digest = _place_verifier(options.verifier, directory)
+    if verifier_digest is not None:
+        fingerprint.update(b"verifier" + verifier_digest)
     card = {
         "backend": "ensemble",
         "mode": "pgmr",
@@ -448,10 +446,10 @@ def _ensemble(
     return SystemSpec(ENSEMBLE, "pgmr", directory, directory, read_model_card(directory), explicit=True), fit
 
 
-def _place_verifier(given: Path | None, directory: Path) -> Path | None:
+def _place_verifier(given: Path | None, directory: Path) -> bytes | None:
     """`given` (a `pgmr train-verifier` run or model directory) copied to `directory`/verifier, where the
     ensemble loads it, replacing what was there; without one, a verifier left there by an earlier call is
-    removed, so the row is what the options say. Returns where the verifier now is (None: none)."""
+    removed, so the row is what the options say. Returns the placed verifier's digest (None: none)."""
     import shutil
 
     from pgmr.fsutil import replace_dir, temp_sibling
@@ -469,20 +467,24 @@ def _place_verifier(given: Path | None, directory: Path) -> Path | None:
         Verifier.load(source)
     except VerifierError as exc:
         raise ExperimentError(f"--verifier {given}: {exc} (pgmr train-verifier writes one)") from None
-    if target.is_dir() and _same_files(source, target):
-        return target
+    digest = _files_digest(source)
+    if target.is_dir() and _files_digest(target) == digest:
+        return digest
     directory.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(target)
     shutil.copytree(source, tmp)
     replace_dir(tmp, target)
-    return target
+    return digest
 
 
-def _same_files(a: Path, b: Path) -> bool:
-    names = sorted(p.name for p in a.iterdir() if p.is_file())
-    if names != sorted(p.name for p in b.iterdir() if p.is_file()):
-        return False
-    return all((a / n).read_bytes() == (b / n).read_bytes() for n in names)
+def _files_digest(directory: Path) -> bytes:
+    """SHA-256 over the names and contents of the files of `directory`, in name order."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.iterdir() if p.is_file()):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.digest()
 
 
 def train_mode(
