@@ -48,10 +48,10 @@ def main() -> int:
     from pgmr.experiments.runners_up import runner_up_drafts
     from pgmr.experiments.settings import ExperimentSettings
     from pgmr.experiments.systems import load_model
+    from pgmr.experiments.verifier_fit import resolved_sparql
     from pgmr.experiments.workspace import Workspace
     from pgmr.generators.seq2seq.card import ModelCardError, read_model_card
     from pgmr.jsonl import atomic_write_text
-    from pgmr.pipeline.stages import prepare
 
     try:
         card = read_model_card(args.ensemble)
@@ -109,22 +109,11 @@ def main() -> int:
 
     no_refusal = {"min_confidence": 0.0, "entity_threshold": 0.0, "relation_threshold": 0.0}
     resolver = ws.resolver(prior=prior, facts=facts, **no_refusal)
-    keys = list(dict.fromkeys((r["question"], d["text"]) for r in rows for d in r["drafts"]))
     started = time.monotonic()
-    with ws.reporter.progress(f"resolving {len(keys)} distinct drafts", len(keys)) as advance:
-        prepared = prepare(
-            [q for q, _ in keys],
-            [t for _, t in keys],
-            "pgmr",
-            resolver,
-            ws.stages(**no_refusal).grounding,
-            advance=advance,
-        )
-    print(f"resolved {len(keys)} distinct drafts in {time.monotonic() - started:.0f} s")
-    sparql = {
-        k: (p.resolution.sparql if p.resolution is not None else None)
-        for k, p in zip(keys, prepared, strict=True)
-    }
+    pairs = [(r["question"], d["text"]) for r in rows for d in r["drafts"]]
+    with ws.reporter.progress("resolving the distinct drafts", len(set(pairs))) as advance:
+        sparql = resolved_sparql(pairs, resolver, ws.stages(**no_refusal).grounding, advance=advance)
+    print(f"resolved {len(sparql)} distinct drafts in {time.monotonic() - started:.0f} s")
     lines = []
     for row in rows:
         for d in row["drafts"]:

@@ -38,9 +38,9 @@ def main() -> int:
     args = parser.parse_args()
     from pgmr.config import default_memory_dir
     from pgmr.experiments.runners_up import runner_up_drafts
+    from pgmr.experiments.verifier_fit import resolved_sparql
     from pgmr.jsonl import atomic_write_text, read_jsonl
     from pgmr.memory import Memory
-    from pgmr.pipeline.stages import prepare
     from pgmr.resolver import Resolver, ResolverConfig
     from pgmr.resolver.grounding import GroundingConfig
 
@@ -54,15 +54,12 @@ def main() -> int:
     print(
         f"runners-up in {time.monotonic() - started:.0f} s; top frames differing from the rows: {dict(differ)}"
     )
-    keys = list(dict.fromkeys((r["question"], d["text"]) for r in rows for d in extra[str(r["id"])]))
     resolver = Resolver(Memory.load(args.memory or default_memory_dir()), ResolverConfig())
     started = time.monotonic()
-    prepared = prepare([q for q, _ in keys], [t for _, t in keys], "pgmr", resolver, GroundingConfig())
-    print(f"resolved {len(keys)} distinct drafts in {time.monotonic() - started:.0f} s")
-    sparql = {
-        k: (p.resolution.sparql if p.resolution is not None else None)
-        for k, p in zip(keys, prepared, strict=True)
-    }
+    sparql = resolved_sparql(
+        [(r["question"], d["text"]) for r in rows for d in extra[str(r["id"])]], resolver, GroundingConfig()
+    )
+    print(f"resolved {len(sparql)} distinct drafts in {time.monotonic() - started:.0f} s")
     lines = []
     for r in rows:
         more = [{**d, "sparql": sparql[(r["question"], d["text"])]} for d in extra[str(r["id"])]]

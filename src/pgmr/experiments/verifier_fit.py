@@ -10,7 +10,7 @@ apart by its writing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pgmr.evaluation.metrics import query_exact_match
@@ -57,4 +57,22 @@ def verifier_examples(
     return examples, counts
 
 
-__all__ = ["DraftRowsError", "verifier_examples"]
+def resolved_sparql(
+    pairs: Sequence[tuple[str, str]], resolver: Any, grounding: Any, *, advance: Any = None
+) -> dict[tuple[str, str], str | None]:
+    """Each distinct (question, draft text) of `pairs` resolved as `pgmr generate --resolve` resolves it (the
+    pipeline's prepare stage with `resolver` and `grounding`): its final SPARQL, None when it did not resolve.
+    What scripts/verifier_drafts.py and scripts/unknown_uri_verifier_drafts.py add to their rows."""
+    from pgmr.pipeline.stages import prepare
+
+    keys = list(dict.fromkeys(pairs))
+    prepared = prepare(
+        [q for q, _ in keys], [t for _, t in keys], "pgmr", resolver, grounding, advance=advance
+    )
+    return {
+        k: (p.resolution.sparql if p.resolution is not None else None)
+        for k, p in zip(keys, prepared, strict=True)
+    }
+
+
+__all__ = ["DraftRowsError", "resolved_sparql", "verifier_examples"]
