@@ -91,9 +91,61 @@ def test_examples_are_the_distinct_drafts_labelled_by_query_match_and_gold_when_
         (False, True),
     ]
     assert examples[0].text == "select ?v0 where { [Paris] <capital of> ?v0 }"
-    assert counts == {"questions": 2, "examples": 4, "right": 2, "with_wrong_draft": 2, "gold_added": 1}
+    assert counts == {
+        "questions": 2,
+        "examples": 4,
+        "right": 2,
+        "with_wrong_draft": 2,
+        "gold_added": 1,
+        "gold_negatives": 0,
+    }
     with pytest.raises(DraftRowsError, match="row 1: expected 'question', 'gold' and 'drafts'"):
         verifier_examples([{"question": PARIS, "prediction": "x"}], NAMES.get)
+
+
+def test_gold_negatives_are_one_edit_from_the_gold_query_over_a_real_memory(parts: Parts) -> None:
+    from pgmr.experiments.gold_negatives import GoldNegatives
+    from pgmr.memory import Memory
+
+    memory = Memory.load(parts.memory_dir)
+    golds = [
+        "SELECT ?x WHERE { wd:Q90 wdt:P1376 ?x }",
+        "ASK { wd:Q183 wdt:P36 wd:Q64 }",
+        'SELECT ?x WHERE { wd:Q1055 p:P1082 ?s . ?s ps:P1082 ?x . ?s pq:P585 "2020" }',
+    ]
+    negatives = GoldNegatives(memory, golds, neighbours=1)
+    # Neighbours by the memory's embeddings, among the properties the gold queries use.
+    assert negatives.relation_neighbours["P1376"] == ("P36",)
+    # P585 is not in this memory: it neither gets nor gives a swap.
+    assert set(negatives.relation_neighbours) == {"P1376", "P36", "P1082"}
+    # Homonyms first (the memory's other "Paris" and "Hamburg"), the nearest neighbour otherwise.
+    assert negatives.entity_swaps["Q90"] in {("Q167646",), ("Q830149",)}
+    assert negatives.entity_swaps["Q1055"] == ("Q2103412",)
+    assert negatives.entity_swaps["Q183"] and negatives.entity_swaps["Q183"][0] != "Q183"
+    import random
+
+    made = negatives.candidates(golds[0], random.Random(0))
+    assert made["relation"] == "SELECT ?x WHERE { wd:Q90 wdt:P36 ?x }"
+    assert made["reversed"] == "SELECT ?x WHERE { ?x wdt:P1376 wd:Q90 }"
+    assert made["entity"] == f"SELECT ?x WHERE {{ wd:{negatives.entity_swaps['Q90'][0]} wdt:P1376 ?x }}"
+    assert negatives.candidates(golds[1], random.Random(0))["reversed"] == "ASK { wd:Q64 wdt:P36 wd:Q183 }"
+    # A statement's property is swapped everywhere it occurs; p:/ps: triples and literals are not turned round.
+    made = negatives.candidates(golds[2], random.Random(1))
+    assert "reversed" not in made
+    swapped = made["relation"]
+    assert swapped.count("P1082") in (0, 2) and swapped != golds[2]
+    # The same question index draws the same negatives; count caps them.
+    assert negatives(5, golds[0], 3) == negatives(5, golds[0], 3) and len(negatives(5, golds[0], 3)) == 3
+    assert len(negatives(5, golds[0], 1)) == 1
+    assert negatives(0, 'SELECT ?x WHERE { "open }', 3) == []
+    # As examples: wrong, and never one that reads like a draft already there.
+    examples, counts = verifier_examples(
+        _rows(), NAMES.get, description_words=0, negatives=negatives, negatives_per_question=3
+    )
+    assert counts["gold_negatives"] == sum(not e.right for e in examples) - 2
+    assert counts["with_wrong_draft"] == 2 and counts["gold_negatives"] >= 4
+    texts = [(e.question, e.text) for e in examples]
+    assert len(texts) == len(set(texts))
 
 
 def _examples(describe: Any) -> list[VerifierExample]:
@@ -238,6 +290,15 @@ def test_train_verifier_command_and_an_ensemble_directory_with_its_verifier(
     assert result.exit_code == 0, result.output
     assert "2 questions, 4 examples (2 right)" in result.output
     assert Verifier.load(tmp_path / "run" / "model").card["data"]["gold_added"] == 1
+    result = runner.invoke(
+        app,
+        ["train-verifier", str(drafts), "-o", str(tmp_path / "run-neg"), "--memory", str(parts.memory_dir)]
+        + ["--max-steps", "2", "--batch-size", "2", "--layers", "1", "--no-bf16", "--gold-negatives", "2"],
+    )
+    assert result.exit_code == 0, result.output
+    data = Verifier.load(tmp_path / "run-neg" / "model").card["data"]
+    assert data["gold_negatives"] >= 3 and data["examples"] == 4 + data["gold_negatives"]
+    assert f"{data['gold_negatives']} wrong queries made from gold ones" in result.output
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q"}\n', encoding="utf-8")
     result = runner.invoke(

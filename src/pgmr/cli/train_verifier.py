@@ -33,6 +33,13 @@ def train_verifier(
     max_length: int = typer.Option(128, min=8, help="Tokens of question and query together"),
     bf16: bool = typer.Option(True, help="bfloat16 autocast (1.5x faster on CPUs with AVX512-BF16)"),
     layers: int | None = typer.Option(None, min=1, max=6, help="Keep the first N encoder layers (tests)"),
+    gold_negatives: int = typer.Option(
+        0,
+        min=0,
+        max=3,
+        help="Per question, up to N wrong queries made from its gold query: a relation swapped for a near "
+        "neighbour, a triple turned round, an entity swapped for a homonym (pgmr.experiments.gold_negatives)",
+    ),
 ) -> None:
     """Train the verifier that scores each resolved draft for the reranker; resumable (run it again)."""
     from pgmr.experiments.verifier_fit import DraftRowsError, verifier_examples
@@ -51,16 +58,30 @@ def train_verifier(
     except ValueError as exc:
         print_error(exc)
         raise typer.Exit(2) from None
-    describe = memory_describer(open_memory(memory_dir))
+    memory = open_memory(memory_dir)
+    describe = memory_describer(memory)
     try:
         rows = [row for path in drafts for row in read_jsonl(path)]
-        examples, counts = verifier_examples(rows, describe, description_words=config.description_words)
+        negatives = None
+        if gold_negatives:
+            from pgmr.experiments.gold_negatives import GoldNegatives
+
+            with console.status("finding each gold ID's neighbours in the memory"):
+                negatives = GoldNegatives(memory, [str(r.get("gold") or "") for r in rows])
+        examples, counts = verifier_examples(
+            rows,
+            describe,
+            description_words=config.description_words,
+            negatives=negatives,
+            negatives_per_question=gold_negatives,
+        )
     except (JsonlError, DraftRowsError) as exc:
         print_error(exc)
         raise typer.Exit(2) from None
     console.print(
         f"{counts['questions']} questions, {counts['examples']} examples ({counts['right']} right); "
         f"{counts['with_wrong_draft']} questions with a wrong draft, {counts['gold_added']} with the gold query added"
+        + (f", {counts['gold_negatives']} wrong queries made from gold ones" if gold_negatives else "")
     )
     card = {
         "description": "Draft verifier of an ensemble: a cross-encoder (all-MiniLM-L6-v2, one output) that scores "

@@ -5,12 +5,14 @@ draft, its final SPARQL and the gold query.
 Per question, each distinct verbalized final query is one example, right when it equals the gold query (Query
 EM, as the evaluation scores it); when no draft is right, the gold query is added as the question's right
 example. Verbalization makes a right draft and the gold query read the same, so the gold query is not told
-apart by its writing.
+apart by its writing. Optionally each question also gets wrong queries made from its gold query
+(pgmr.experiments.gold_negatives: a relation swapped for a near neighbour, a triple turned round, an entity
+swapped for a homonym).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pgmr.evaluation.metrics import query_exact_match
@@ -21,13 +23,26 @@ class DraftRowsError(ValueError):
     """Rows that are not resolved drafts of questions with gold queries."""
 
 
+# (question index, gold SPARQL, how many) -> (kind, SPARQL) wrong queries; pgmr.experiments.gold_negatives.
+Negatives = Callable[[int, str, int], Sequence[tuple[str, str]]]
+
+
 def verifier_examples(
-    rows: Iterable[Mapping[str, Any]], describe: Describe, *, description_words: int = 6
+    rows: Iterable[Mapping[str, Any]],
+    describe: Describe,
+    *,
+    description_words: int = 6,
+    negatives: Negatives | None = None,
+    negatives_per_question: int = 0,
 ) -> tuple[list[VerifierExample], dict[str, int]]:
     """The examples of `rows`, and counts (questions, examples, right, questions with a wrong draft, questions
-    whose right example is the gold query)."""
+    whose right example is the gold query, negatives made from gold queries). With `negatives`, each question
+    gets up to `negatives_per_question` of them, kept when they read differently from its drafts and are not
+    Query-EM equal to the gold query."""
     examples: list[VerifierExample] = []
-    counts = dict.fromkeys(("questions", "examples", "right", "with_wrong_draft", "gold_added"), 0)
+    counts = dict.fromkeys(
+        ("questions", "examples", "right", "with_wrong_draft", "gold_added", "gold_negatives"), 0
+    )
     for n, row in enumerate(rows, 1):
         question, gold, drafts = row.get("question"), row.get("gold"), row.get("drafts")
         if not isinstance(question, str) or not isinstance(gold, str) or not isinstance(drafts, list):
@@ -50,6 +65,12 @@ def verifier_examples(
                 counts["gold_added"] += 1
         counts["questions"] += 1
         counts["with_wrong_draft"] += not all(seen.values())
+        if negatives is not None and negatives_per_question > 0:
+            for _, sparql in negatives(n - 1, gold, negatives_per_question):
+                text = verbalize(sparql, describe, description_words=description_words)
+                if text is not None and text not in seen and not query_exact_match(sparql, gold):
+                    seen[text] = False
+                    counts["gold_negatives"] += 1
         for text, right in seen.items():
             examples.append(VerifierExample(question, text, right))
             counts["right"] += right
@@ -75,4 +96,4 @@ def resolved_sparql(
     }
 
 
-__all__ = ["DraftRowsError", "resolved_sparql", "verifier_examples"]
+__all__ = ["DraftRowsError", "Negatives", "resolved_sparql", "verifier_examples"]
