@@ -227,6 +227,27 @@ def test_training_resumes_from_its_checkpoint_and_refuses_another_runs(tmp_path:
     assert Verifier.load(tmp_path / "model").card["training"]["steps"] == 6
 
 
+def test_training_continues_from_a_packed_verifier(tiny_verifier: Path, parts: Parts, tmp_path: Path) -> None:
+    from pgmr.memory import Memory
+
+    describe = memory_describer(Memory.load(parts.memory_dir))
+    start = Verifier.load(tiny_verifier)
+    texts = [e.text for e in _examples(describe)[:2]]
+    before = start.score([PARIS] * 2, texts)
+    config = VerifierConfig(max_steps=3, batch_size=4, learning_rate=1e-3, bf16=False)
+    # The examples say the opposite of what the tiny verifier learned: continuing moves its scores that way.
+    flipped = [VerifierExample(e.question, e.text, not e.right) for e in _examples(describe)]
+    continued = train_verifier(flipped, tmp_path / "run", config, init_from=tiny_verifier)
+    after = continued.score([PARIS] * 2, texts)
+    assert before[0] > before[1] and after[0] - after[1] < before[0] - before[1]
+    assert continued.model.config.num_hidden_layers == 1
+    assert continued.card["training"]["init_from"] == str(tiny_verifier)
+    with pytest.raises(ValueError, match="give layers or init_from"):
+        train_verifier(flipped, tmp_path / "other", config, layers=1, init_from=tiny_verifier)
+    with pytest.raises(VerifierError, match="not a verifier"):
+        train_verifier(flipped, tmp_path / "other", config, init_from=tmp_path)
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
@@ -299,6 +320,13 @@ def test_train_verifier_command_and_an_ensemble_directory_with_its_verifier(
     data = Verifier.load(tmp_path / "run-neg" / "model").card["data"]
     assert data["gold_negatives"] >= 3 and data["examples"] == 4 + data["gold_negatives"]
     assert f"{data['gold_negatives']} wrong queries made from gold ones" in result.output
+    result = runner.invoke(
+        app,
+        ["train-verifier", str(drafts), "-o", str(tmp_path / "run-on"), "--memory", str(parts.memory_dir)]
+        + ["--max-steps", "1", "--batch-size", "2", "--no-bf16", "--init-from", str(tiny_verifier)],
+    )
+    assert result.exit_code == 0, result.output
+    assert Verifier.load(tmp_path / "run-on" / "model").card["training"]["init_from"] == str(tiny_verifier)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q"}\n', encoding="utf-8")
     result = runner.invoke(

@@ -33,6 +33,13 @@ def train_verifier(
     max_length: int = typer.Option(128, min=8, help="Tokens of question and query together"),
     bf16: bool = typer.Option(True, help="bfloat16 autocast (1.5x faster on CPUs with AVX512-BF16)"),
     layers: int | None = typer.Option(None, min=1, max=6, help="Keep the first N encoder layers (tests)"),
+    init_from: Path | None = typer.Option(
+        None,
+        "--init-from",
+        exists=True,
+        file_okay=False,
+        help="Continue from this verifier's weights (e.g. models/pgmr-ensemble/verifier) instead of a fresh one",
+    ),
     gold_negatives: int = typer.Option(
         0,
         min=0,
@@ -99,7 +106,9 @@ def train_verifier(
                     task, completed=step, total=total, description=f"training the verifier (loss {loss:.3f})"
                 )
 
-            verifier = train(examples, out_dir, config, layers=layers, card=card, progress=progress)
+            verifier = train(
+                examples, out_dir, config, layers=layers, init_from=init_from, card=card, progress=progress
+            )
     except (ValueError, VerifierError) as exc:
         print_error(exc)
         raise typer.Exit(2) from None

@@ -66,12 +66,15 @@ def train_verifier(
     config: VerifierConfig = VerifierConfig(),
     *,
     layers: int | None = None,
+    init_from: Path | str | None = None,
     card: dict[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> Verifier:
     """Train on `examples` (binary cross-entropy per pair) and write the verifier to `out_dir/model` (packed).
     Resumable: `out_dir/checkpoint.pt` is written every `checkpoint_every` steps (atomically), and a run
-    started again with the same examples and config continues from it. `progress(step, total, loss)`."""
+    started again with the same examples and config continues from it. `init_from`: a verifier directory to
+    continue from (its weights, int8 ones restored to float32, and its tokenizer) instead of a fresh head on
+    all-MiniLM-L6-v2. `progress(step, total, loss)`."""
     import torch
 
     from pgmr.generators.structured.train import atomic_torch_save
@@ -83,7 +86,15 @@ def train_verifier(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)
-    model, tokenizer = new_verifier(layers)
+    if init_from is not None:
+        if layers is not None:
+            raise ValueError("give layers or init_from, not both: a verifier to continue from has its own")
+        start = Verifier.load(init_from, bf16=False)
+        model, tokenizer = start.model, start.tokenizer
+        if int(start.card.get("description_words", config.description_words)) != config.description_words:
+            raise VerifierError(f"{init_from} reads {start.card.get('description_words')} description words")
+    else:
+        model, tokenizer = new_verifier(layers)
     per_epoch = math.ceil(len(examples) / config.batch_size)
     total = config.max_steps or max(1, int(per_epoch * config.epochs))
     warmup = max(1, int(total * config.warmup_share))
@@ -91,7 +102,12 @@ def train_verifier(
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
     )
-    fingerprint = {"examples": len(examples), "config": asdict(config), "layers": layers}
+    fingerprint = {
+        "examples": len(examples),
+        "config": asdict(config),
+        "layers": layers,
+        **({"init_from": str(init_from)} if init_from is not None else {}),
+    }
     step, seconds = 0, 0.0
     checkpoint = out_dir / CHECKPOINT
     if checkpoint.is_file():
@@ -161,6 +177,7 @@ def train_verifier(
             "training": {
                 **asdict(config),
                 "layers": layers,
+                **({"init_from": str(init_from)} if init_from is not None else {}),
                 "steps": total,
                 "examples": len(examples),
                 "right": sum(e.right for e in examples),
