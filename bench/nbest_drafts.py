@@ -13,6 +13,10 @@ with the reranker's signals (pgmr.experiments.rerank_fit.draft_outcomes, as scri
 runner-up: the oracle (any draft right) and the pairwise reranker refitted on them, on the first 600 (fitted on
 the rest) and the rest (two-fold), as scripts/fit_rerank.py reports. Writes bench/results/nbest_drafts.json;
 the drafts and signals are cached in --out.
+
+With `--split test` (drafts of `pgmr generate ENSEMBLE lcquad2-test`), nothing is fitted, since test is only
+reported: per set of drafts, the oracle, and the shipped reranker's choice among the three (--reranker, with the
+shipped verifier's signal when --verifier is given), which reproduces the published test Query EM.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ def main() -> None:
     ap.add_argument("--verifier", type=Path, help="a trained draft verifier (pgmr train-verifier's model)")
     ap.add_argument("--out", type=Path, default=Path("artifacts/nbest"))
     ap.add_argument("--data-dir", type=Path)
+    ap.add_argument("--split", choices=("validation", "test"), default="validation")
+    ap.add_argument("--reranker", type=Path, default=Path("models/pgmr-ensemble/reranker.json"))
     args = ap.parse_args()
     from pgmr.datasets import load_named
     from pgmr.datasets.splits import split_train_validation
@@ -61,8 +67,11 @@ def main() -> None:
     signals_path = args.out / ("signals.verifier.json" if args.verifier else "signals.json")
     if not signals_path.exists():
         data = [json.loads(line) for line in drafts_path.read_text(encoding="utf-8").splitlines()]
-        records = load_named("lcquad2-train", resolve_data_dir(args.data_dir)).records
-        gold = {r.id: r for r in split_train_validation(records)[1]}
+        if args.split == "test":
+            gold = {r.id: r for r in load_named("lcquad2-test", resolve_data_dir(args.data_dir)).records}
+        else:
+            records = load_named("lcquad2-train", resolve_data_dir(args.data_dir)).records
+            gold = {r.id: r for r in split_train_validation(records)[1]}
         stages = StageConfig(GroundingConfig(), resolver=ResolverConfig())
         verifier = None
         if args.verifier:
@@ -88,6 +97,9 @@ def main() -> None:
         **{f"three + {k}": (*BASE, *(f"{m}+{k}" for m in MEMBERS)) for k in KINDS},
         "three + t2 + r2": (*BASE, *(f"{m}+{k}" for m in MEMBERS for k in KINDS)),
     }
+    if args.split == "test":
+        test_only(questions, variants, args)
+        return
     results: dict[str, Any] = {}
     table_rows = []
     for name, sources in variants.items():
@@ -111,6 +123,33 @@ def main() -> None:
     )
     write_result(
         "nbest_drafts" + ("-verifier" if args.verifier else ""),
+        {"drafts": str(args.drafts), "verifier": str(args.verifier) if args.verifier else None, **results},
+    )
+
+
+def test_only(questions: list[dict[str, Any]], variants: dict[str, tuple[str, ...]], args: Any) -> None:
+    """Test is only reported: the oracle of each set of drafts and the shipped reranker among the three."""
+    from pgmr.experiments.rerank_fit import accuracy, chooser
+    from pgmr.generators.verifier import Verifier
+    from pgmr.pipeline.rerank import Reranker
+
+    # The signals already hold the verifier's scores; it is loaded because a reranker that weighs it wants one.
+    verifier = Verifier.load(args.verifier) if args.verifier else None
+    reranker = Reranker.from_json(json.loads(args.reranker.read_text(encoding="utf-8")), verifier)
+    three = [{**q, "drafts": [d for d in q["drafts"] if d["source"] in BASE]} for q in questions]
+    shipped = accuracy(three, chooser(reranker))
+    results: dict[str, Any] = {"questions": len(questions), "shipped reranker, three drafts": shipped}
+    table_rows = [["shipped three: the shipped reranker's choice", f"{100 * shipped:.2f}"]]
+    for name, sources in variants.items():
+        part = [{**q, "drafts": [d for d in q["drafts"] if d["source"] in sources]} for q in questions]
+        oracle = accuracy(part, lambda q: max(q["drafts"], key=lambda draft: draft["right"]))
+        results[name] = {"sources": list(sources), "oracle": oracle}
+        table_rows.append([f"{name}: oracle (some draft right)", f"{100 * oracle:.2f}"])
+    console.print(
+        table(f"Query EM %, LC-QuAD 2.0 test ({len(questions)} questions)", ["", "Query EM"], table_rows)
+    )
+    write_result(
+        "nbest_drafts-test",
         {"drafts": str(args.drafts), "verifier": str(args.verifier) if args.verifier else None, **results},
     )
 
