@@ -130,18 +130,9 @@ class GoldNegatives:
         if tokens is None:
             return {}
         out: dict[str, str] = {}
-        properties = [p for p in _ids(tokens, _PROPERTY_PREFIXES) if p in self.relation_neighbours]
-        if properties:
-            pid = rng.choice(properties)
-            new = rng.choice(self.relation_neighbours[pid])
-            out["relation"] = _replace_spans(
-                gold,
-                [
-                    (t.start, t.end, f"{t.prefix}:{new}")
-                    for t in tokens
-                    if t.kind == "pname" and t.prefix in _PROPERTY_PREFIXES and t.local == pid
-                ],
-            )
+        swapped = _swap(gold, tokens, _PROPERTY_PREFIXES, self.relation_neighbours, rng)
+        if swapped is not None:
+            out["relation"] = swapped
         triples = [
             (tokens[i - 1], tokens[i + 1])
             for i in range(1, len(tokens) - 1)
@@ -155,18 +146,9 @@ class GoldNegatives:
             out["reversed"] = _replace_spans(
                 gold, [(subject.start, subject.end, obj.text), (obj.start, obj.end, subject.text)]
             )
-        entities = [e for e in _ids(tokens, frozenset({"wd"})) if e in self.entity_swaps]
-        if entities:
-            qid = rng.choice(entities)
-            new = rng.choice(self.entity_swaps[qid])
-            out["entity"] = _replace_spans(
-                gold,
-                [
-                    (t.start, t.end, f"wd:{new}")
-                    for t in tokens
-                    if t.kind == "pname" and t.text == f"wd:{qid}"
-                ],
-            )
+        swapped = _swap(gold, tokens, frozenset({"wd"}), self.entity_swaps, rng)
+        if swapped is not None:
+            out["entity"] = swapped
         return out
 
     def __call__(self, index: int, gold: str, count: int) -> list[tuple[str, str]]:
@@ -177,6 +159,30 @@ class GoldNegatives:
         kinds = [k for k in KINDS if k in made]
         rng.shuffle(kinds)
         return [(k, made[k]) for k in kinds[:count]]
+
+
+def _swap(
+    gold: str,
+    tokens: Sequence[Token],
+    prefixes: frozenset[str],
+    swaps: dict[str, tuple[str, ...]],
+    rng: random.Random,
+) -> str | None:
+    """`gold` with one of its IDs under `prefixes` that has swaps replaced, wherever it occurs, by one of them;
+    None when none of its IDs has any."""
+    ids = [i for i in _ids(tokens, prefixes) if i in swaps]
+    if not ids:
+        return None
+    old = rng.choice(ids)
+    new = rng.choice(swaps[old])
+    return _replace_spans(
+        gold,
+        [
+            (t.start, t.end, f"{t.prefix}:{new}")
+            for t in tokens
+            if t.kind == "pname" and t.prefix in prefixes and t.local == old
+        ],
+    )
 
 
 def _node(token: Token) -> bool:
