@@ -73,6 +73,27 @@ class TestFaissIvfpq(FaissContract):
     reconstruct_atol = 0.35  # product quantization keeps an approximation of each vector
 
 
+class TestMilvusLite(VectorIndexContract):
+    """The Milvus backend against Milvus Lite (a local file served by pymilvus' own server process): the client
+    path a Milvus cluster's URI takes too."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def milvus_uri(cls, tmp_path_factory: pytest.TempPathFactory) -> str:
+        pytest.importorskip("pymilvus", reason="the milvus extra (make setup installs it)")
+        return str(tmp_path_factory.mktemp("milvus") / "pgmr.db")
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def make_index(cls, milvus_uri: str) -> Callable[[int], VectorIndex]:
+        return lambda dimension: create_index("flat", dimension, "milvus", uri=milvus_uri)
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def load_index(cls) -> Callable[[Path], VectorIndex]:
+        return lambda path: load_index(path, "milvus")
+
+
 def _write_raw(index: Any, path: Path) -> Path:
     faiss.write_index(index, str(path))
     return path
@@ -228,3 +249,37 @@ def test_contract_questions_have_different_lengths() -> None:
     # Batches of one length would never pad, and padding is what "alone equals batched" is about.
     lengths: Sequence[int] = [len(q) for q in GeneratorContract.questions]
     assert len(set(lengths)) == len(lengths) and max(lengths) - min(lengths) >= 50
+
+
+def test_a_memory_on_milvus_lite_finds_what_the_faiss_one_finds(encoder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A whole memory with its vectors in Milvus: saved (descriptors in the memory directory), loaded, and
+    searched with the same results as the same memory on FAISS."""
+    pytest.importorskip("pymilvus", reason="the milvus extra (make setup installs it)")
+    from pgmr.kg.catalog import CatalogEntry, LabelCatalog
+    from pgmr.memory import Memory, read_manifest
+
+    catalog = LabelCatalog(
+        [
+            CatalogEntry("Q1055", "Hamburg", "city and state in northern Germany", ("Free and Hanseatic City",)),
+            CatalogEntry("Q2211", "Hamburg", "borough in Berks County, Pennsylvania"),
+            CatalogEntry("Q64", "Berlin", "capital and largest city of Germany"),
+            CatalogEntry("Q90", "Paris", "capital city of France"),
+            CatalogEntry("P112", "founded by", "founder or co-founder of this organization", ("founder",)),
+            CatalogEntry("P36", "capital", "seat of government of a country"),
+        ]
+    )
+    on_faiss = Memory.build(catalog, tmp_path / "faiss", encoder, use_cache=False)
+    uri = str(tmp_path / "milvus.db")
+    Memory.build(
+        catalog, tmp_path / "milvus", encoder, use_cache=False, index_backend="milvus", index_options={"uri": uri}
+    )
+    manifest = read_manifest(tmp_path / "milvus")
+    assert manifest.index_backend == "milvus" and manifest.dictionaries["entity"].index_file == "entities.milvus.json"
+    on_milvus = Memory.load(tmp_path / "milvus", encoder)
+    queries = ["Hamburg, city in Germany", "Hamburg, Pennsylvania", "capital of France", "Berlin"]
+    for kind in ("entity", "relation"):
+        expected = on_faiss.dictionary(kind).search(queries, k=3)  # type: ignore[arg-type]
+        found = on_milvus.dictionary(kind).search(queries, k=3)  # type: ignore[arg-type]
+        assert [[h.id for h in hits] for hits in found] == [[h.id for h in hits] for hits in expected]
+        for a, b in zip(found, expected, strict=True):
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)

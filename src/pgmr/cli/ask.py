@@ -28,7 +28,8 @@ MEMORY_OPTION = typer.Option(None, "--memory", "-m", help="Memory directory (def
 STORE_OPTION = typer.Option(
     None,
     "--store",
-    help="SPARQL store: an http(s) endpoint, an oxigraph directory, an RDF file, or 'none' "
+    help="SPARQL store: 'wdqs' or 'qlever-wikidata' (public Wikidata endpoints), an http(s) endpoint, an "
+    "oxigraph directory, an RDF file, or 'none' "
     "(default: the data directory's kg/qald10_answer_derived.nt, loaded in memory)",
 )
 K_OPTION = typer.Option(5, "--k", "-k", min=1, max=50, help="Candidates kept per placeholder")

@@ -105,7 +105,8 @@ def query(
         None,
         "--store",
         "-s",
-        help="http(s) endpoint URL, oxigraph store directory, or RDF file "
+        help="'wdqs' or 'qlever-wikidata' (public Wikidata endpoints), http(s) endpoint URL, oxigraph store "
+        "directory, or RDF file "
         "(default: the QALD-10 answer graph in the data directory)",
     ),
     json_out: bool = typer.Option(False, "--json", help="SPARQL JSON results on stdout instead of a table"),

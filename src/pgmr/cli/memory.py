@@ -43,6 +43,29 @@ def build(
         "(default: LC-QuAD 2.0 train without the validation carve, so validation figures stay honest)",
     ),
     batch_size: int = typer.Option(128, min=1),
+    from_dump: Path | None = typer.Option(
+        None,
+        "--from-dump",
+        help="A Wikidata JSON dump (latest-all.json.bz2, .gz or plain): build from it instead of the data "
+        "directory's label files; the prior is then the dump's sitelink counts",
+    ),
+    languages: str = typer.Option(
+        "en,mul", help="--from-dump: label languages in order of preference (comma-separated)"
+    ),
+    scheduler: str | None = typer.Option(
+        None, help="--from-dump: a running Dask scheduler (tcp://host:8786); default: a local cluster"
+    ),
+    workers: int = typer.Option(0, min=0, help="--from-dump: local cluster workers (0: one per core)"),
+    chunk_lines: int = typer.Option(5_000, min=1, help="--from-dump: dump lines per chunk (one shard each)"),
+    restart: bool = typer.Option(False, help="--from-dump: discard an unfinished build and start again"),
+    index_backend: str = typer.Option(
+        "faiss", help="Where the vectors live: faiss (files in the memory) or milvus (a Milvus collection)"
+    ),
+    milvus_uri: str | None = typer.Option(
+        None,
+        help="--index-backend milvus: the cluster's URI (http://host:19530; token in $MILVUS_TOKEN) or a Milvus "
+        "Lite file (default: <memory>.milvus.db beside the memory)",
+    ),
 ) -> None:
     """Embed every label (+ aliases) with its description and write the FAISS indexes atomically."""
     settings: Settings = ctx.obj
@@ -50,6 +73,15 @@ def build(
         console.print(f"[red]error:[/red] unknown index kind {index!r}; choose from {', '.join(INDEX_KINDS)}")
         raise typer.Exit(2)
     target = out_dir or default_memory_dir()
+    try:
+        backend_options = _backend_options(index_backend, index, milvus_uri, target)
+    except ValueError as exc:
+        print_error(exc)
+        raise typer.Exit(2) from None
+    if from_dump is not None:
+        _build_from_dump(from_dump, target, encoder, index, batch_size, languages, scheduler, workers,
+                         chunk_lines, restart, index_backend, backend_options)  # fmt: skip
+        return
     catalog = LabelCatalog.from_data_dir(settings.data_dir)
     counts = None
     if prior_from and prior_from.lower() != "none":
@@ -71,6 +103,9 @@ def build(
             batch_size=batch_size,
             progress=progress,
             prior_counts=counts,
+            prior_source=f"gold queries of {prior_from}" if counts else "",
+            index_backend=index_backend,
+            index_options=backend_options,
         )
     stats = memory.build_stats
     table = Table(title=f"memory written to {target}")
@@ -83,6 +118,59 @@ def build(
         table.add_row("texts (encoded / cached)", f"{stats.texts} ({stats.encoded} / {stats.cached})")
         table.add_row("seconds (encoding / total)", f"{stats.encode_seconds:.1f} / {stats.seconds:.1f}")
     out.print(table)
+
+
+MILVUS_INDEX_TYPES = {"flat": "FLAT", "hnsw": "HNSW", "ivfpq": "IVF_PQ"}
+
+
+def _backend_options(backend: str, index: str, milvus_uri: str | None, target: Path) -> dict[str, str]:
+    if backend == "faiss":
+        if milvus_uri:
+            raise ValueError("--milvus-uri needs --index-backend milvus")
+        return {}
+    if backend == "milvus":
+        uri = milvus_uri or str(target.with_name(f"{target.name}.milvus.db").resolve())
+        return {"uri": uri, "index_type": MILVUS_INDEX_TYPES[index]}
+    raise ValueError(f"unknown index backend {backend!r}; choose faiss or milvus")
+
+
+def _build_from_dump(
+    dump: Path,
+    target: Path,
+    encoder: str | None,
+    index: str,
+    batch_size: int,
+    languages: str,
+    scheduler: str | None,
+    workers: int,
+    chunk_lines: int,
+    restart: bool,
+    index_backend: str,
+    index_options: dict[str, str],
+) -> None:
+    from pgmr.cli import memory_dump
+    from pgmr.memory.dump import ClusterSettings, DumpBuildSettings
+
+    try:
+        settings = DumpBuildSettings(
+            languages=tuple(x.strip() for x in languages.split(",") if x.strip()),
+            lines_per_chunk=chunk_lines,
+            encoder=encoder,
+            index_kind=index,
+            index_backend=index_backend,
+            index_options=index_options,
+            batch_size=batch_size,
+            cluster=ClusterSettings(scheduler=scheduler, workers=workers),
+            restart=restart,
+        )
+    except ValueError as exc:
+        print_error(exc)
+        raise typer.Exit(2) from None
+    try:
+        memory_dump.run(dump, target, settings)
+    except PgmrMemoryError as exc:
+        print_error(exc)
+        raise typer.Exit(2) from None
 
 
 @app.command()
@@ -130,3 +218,31 @@ def info(memory_dir: Path | None = MEMORY_OPTION) -> None:
 
 
 __all__ = ["app", "open_memory"]
+
+
+@app.command("synthetic-dump")
+def synthetic_dump(
+    ctx: typer.Context,
+    out_file: Path = typer.Option(..., "--out", "-o", help="Dump to write: .json.bz2, .json.gz or .json"),
+    items: int = typer.Option(1000, min=0, help="Synthetic items beside the real catalog's entities"),
+    seed: int = typer.Option(0, help="Seed: the same seed, items and catalog give the same dump"),
+    homonym_rate: float = typer.Option(
+        0.05, min=0.0, max=1.0, help="Share of synthetic items that take a real entity's label or alias"
+    ),
+    workers: int = typer.Option(1, min=1, help="Processes rendering and compressing blocks"),
+) -> None:
+    """Write a synthetic Wikidata dump: the data directory's real entities and properties plus N synthetic
+    items (hard homonyms among them), in the real dump's format, for trying and measuring dump builds."""
+    from pgmr.kg.dump.synthetic import SyntheticDump, load_real, write_synthetic_dump
+
+    settings: Settings = ctx.obj
+    try:
+        entities, properties = load_real(settings.data_dir)
+    except (OSError, ValueError) as exc:
+        print_error(f"cannot read the real catalog under {settings.data_dir}: {exc}")
+        raise typer.Exit(2) from None
+    dump = SyntheticDump(entities, properties, items, seed=seed, homonym_rate=homonym_rate)
+    written = write_synthetic_dump(out_file, dump, workers=workers)
+    out.print(
+        f"{out_file}: {dump.total:,} entities ({dump.real:,} real, {items:,} synthetic), {written:,} bytes"
+    )

@@ -39,14 +39,28 @@ class VectorIndex(Protocol):
         ...
 
 
-INDEX_BACKENDS = ("faiss",)
+INDEX_BACKENDS = ("faiss", "milvus")
 
 
-def create_index(kind: str, dimension: int, backend: str = "faiss", **options: int) -> VectorIndex:
+def create_index(kind: str, dimension: int, backend: str = "faiss", **options: int | str) -> VectorIndex:
+    """A new empty index. Milvus takes `uri` (a cluster's address or a Milvus Lite file) and optionally
+    `collection` and `index_type`; FAISS takes the numeric options of its index kinds."""
     if backend == "faiss":
         from pgmr.memory.indexes.faiss_index import FaissIndex
 
-        return FaissIndex(dimension, kind, **options)
+        return FaissIndex(dimension, kind, **options)  # type: ignore[arg-type]
+    if backend == "milvus":
+        from pgmr.memory.indexes.milvus_index import MilvusIndex
+
+        if "uri" not in options:
+            raise ValueError("the milvus backend needs uri= (a Milvus cluster's address or a local file)")
+        return MilvusIndex(
+            dimension,
+            kind,
+            uri=str(options["uri"]),
+            collection=str(options["collection"]) if "collection" in options else None,
+            index_type=str(options.get("index_type", "FLAT")),
+        )
     raise ValueError(f"unknown index backend {backend!r}; known: {', '.join(INDEX_BACKENDS)}")
 
 
@@ -55,4 +69,8 @@ def load_index(path: Path | str, backend: str = "faiss") -> VectorIndex:
         from pgmr.memory.indexes.faiss_index import FaissIndex
 
         return FaissIndex.load(path)
+    if backend == "milvus":
+        from pgmr.memory.indexes.milvus_index import MilvusIndex
+
+        return MilvusIndex.load(path)
     raise ValueError(f"unknown index backend {backend!r}; known: {', '.join(INDEX_BACKENDS)}")

@@ -32,6 +32,11 @@ ROWS_FILES: dict[Kind, str] = {kind: f"{stem}.rows.jsonl" for kind, stem in _STE
 INDEX_FILES: dict[Kind, str] = {kind: f"{stem}.faiss" for kind, stem in _STEMS.items()}
 
 
+def index_file(kind: Kind, backend: str = "faiss") -> str:
+    """The file a kind's index is saved to: the FAISS index itself, or a Milvus collection's descriptor."""
+    return INDEX_FILES[kind] if backend == "faiss" else f"{_STEMS[kind]}.{backend}.json"
+
+
 @dataclass(frozen=True)
 class DictionaryManifest:
     ids: int

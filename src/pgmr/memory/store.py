@@ -50,6 +50,7 @@ from pgmr.memory.manifest import (
     DictionaryManifest,
     MemoryManifest,
     check_encoder,
+    index_file,
     load_prior,
     read_manifest,
 )
@@ -87,8 +88,11 @@ class Memory:
         manifest: MemoryManifest,
         build_stats: BuildStats | None = None,
         prior_counts: Mapping[str, int] | None = None,
+        prior_source: str = "",
     ) -> None:
         self.prior_counts: dict[str, int] = dict(prior_counts or {})
+        # Where the prior's counts come from ("sitelinks" for a dump-built memory, a dataset's name otherwise).
+        self.prior_source = prior_source or str(manifest.prior.get("source", ""))
         self.entities = entities
         self.relations = relations
         self.encoder = encoder
@@ -127,6 +131,8 @@ class Memory:
         ids: set[str] | None = None,
         index_options: Mapping[str, Any] | None = None,
         prior_counts: Mapping[str, int] | None = None,
+        prior_source: str = "",
+        index_backend: str = "faiss",
     ) -> Memory:
         """Build without writing a memory directory (`save` writes one). `ids` keeps only those catalog IDs.
 
@@ -149,7 +155,7 @@ class Memory:
         options = dict(index_options or {})
         dictionaries: dict[Kind, MemoryDictionary] = {}
         for kind in KINDS:
-            index = create_index(index_kind, encoder.dimension, **options)
+            index = create_index(index_kind, encoder.dimension, index_backend, **options)
             index.add(vectors[[position[row.text] for row in rows[kind]]])
             dictionaries[kind] = MemoryDictionary(kind, rows[kind], index, encoder)
         manifest = MemoryManifest(
@@ -162,10 +168,11 @@ class Memory:
                     ids=len(dictionaries[kind]),
                     rows=len(rows[kind]),
                     rows_file=ROWS_FILES[kind],
-                    index_file=INDEX_FILES[kind],
+                    index_file=index_file(kind, index_backend),
                 )
                 for kind in KINDS
             },
+            index_backend=index_backend,
             created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         stats = BuildStats(
@@ -176,7 +183,15 @@ class Memory:
             encode_seconds=encode_seconds,
             seconds=time.perf_counter() - started,
         )
-        return cls(dictionaries["entity"], dictionaries["relation"], encoder, manifest, stats, prior_counts)
+        return cls(
+            dictionaries["entity"],
+            dictionaries["relation"],
+            encoder,
+            manifest,
+            stats,
+            prior_counts,
+            prior_source,
+        )
 
     @classmethod
     def build(
@@ -193,6 +208,8 @@ class Memory:
         use_cache: bool = True,
         index_options: Mapping[str, Any] | None = None,
         prior_counts: Mapping[str, int] | None = None,
+        prior_source: str = "",
+        index_backend: str = "faiss",
     ) -> Memory:
         """Build and save to `out_dir`, replacing a memory there only once the new one is complete.
 
@@ -216,6 +233,8 @@ class Memory:
             ids=ids,
             index_options=index_options,
             prior_counts=prior_counts,
+            prior_source=prior_source,
+            index_backend=index_backend,
         )
         memory.save(out_dir)
         return memory
@@ -235,7 +254,8 @@ class Memory:
             dictionaries: dict[str, DictionaryManifest] = {}
             for kind in KINDS:
                 dictionary = self.dictionary(kind)
-                rows_path, index_path = tmp / ROWS_FILES[kind], tmp / INDEX_FILES[kind]
+                rows_path = tmp / ROWS_FILES[kind]
+                index_path = tmp / index_file(kind, self.manifest.index_backend)
                 write_rows(rows_path, dictionary.rows)
                 dictionary.index.save(index_path)
                 failpoint("memory.write")
@@ -249,6 +269,8 @@ class Memory:
                 prior_path = tmp / PRIOR_FILE
                 write_file(prior_path, json.dumps(self.prior_counts, sort_keys=True).encode() + b"\n")
                 prior = {"file": PRIOR_FILE, "sha256": file_sha256(prior_path), "ids": len(self.prior_counts)}
+                if self.prior_source:
+                    prior["source"] = self.prior_source
             manifest = replace(self.manifest, dictionaries=dictionaries, prior=prior)
             # The manifest goes last: a directory with a manifest has everything the manifest names.
             write_file(tmp / MANIFEST_FILE, json.dumps(manifest.to_json(), indent=2).encode() + b"\n")

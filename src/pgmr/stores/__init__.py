@@ -53,9 +53,20 @@ def is_rdf_file(path: Path) -> bool:
     return bool(suffixes) and suffixes[-1] in RDF_SUFFIXES
 
 
+# Public Wikidata endpoints by name (`--store wdqs`). WDQS stops a query after 60 s on its side and answers 429
+# with Retry-After to clients that send too much; the HTTP store waits as asked and names itself by User-Agent,
+# as the Wikimedia policy requires. QLever's Wikidata endpoint answers the same SPARQL, usually faster on large
+# joins, without the WDQS-only `SERVICE wikibase:label`.
+STORE_PRESETS: dict[str, str] = {
+    "wdqs": "https://query.wikidata.org/sparql",
+    "qlever-wikidata": "https://qlever.cs.uni-freiburg.de/api/wikidata",
+}
+
+
 def open_store(spec: str | Path, *, timeout: float = 30.0) -> SparqlStore:
     """Open a store from a spec.
 
+    - a preset name (`wdqs`, `qlever-wikidata`: STORE_PRESETS): that public Wikidata endpoint;
     - `http://...` / `https://...`: a SPARQL 1.1 protocol endpoint (HttpSparqlStore);
     - a directory, or `oxigraph:DIR`: an existing on-disk oxigraph store, opened read-only;
     - an RDF file (.nt, .ttl, .nq, ..., optionally .gz): an in-memory oxigraph store loaded from it.
@@ -66,6 +77,8 @@ def open_store(spec: str | Path, *, timeout: float = 30.0) -> SparqlStore:
         raise StoreError("empty store spec: give an http(s) endpoint URL, a store directory or an RDF file")
     if timeout is None or timeout <= 0:
         raise StoreError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if isinstance(spec, str) and text.lower() in STORE_PRESETS:
+        return HttpSparqlStore(STORE_PRESETS[text.lower()], timeout=timeout)
     if isinstance(spec, str) and re.match(r"^https?://", text, re.IGNORECASE):
         return HttpSparqlStore(text, timeout=timeout)
     if isinstance(spec, str) and text.startswith("oxigraph:"):
@@ -77,8 +90,8 @@ def open_store(spec: str | Path, *, timeout: float = 30.0) -> SparqlStore:
         return OxigraphStore.open(path, read_only=True, timeout=timeout)
     if not path.exists():
         raise StoreError(
-            f"store {text!r} not found: give an http(s) endpoint URL, an oxigraph store directory "
-            "or an RDF file (.nt, .ttl, .nq, optionally .gz)"
+            f"store {text!r} not found: give a preset ({', '.join(STORE_PRESETS)}), an http(s) endpoint URL, "
+            "an oxigraph store directory or an RDF file (.nt, .ttl, .nq, optionally .gz)"
         )
     if not is_rdf_file(path):
         raise StoreError(
@@ -91,6 +104,7 @@ __all__ = [
     "GRAPH_VARIABLES",
     "RDF_LANG_STRING",
     "RDF_SUFFIXES",
+    "STORE_PRESETS",
     "XSD_STRING",
     "HttpSparqlStore",
     "LoadProgress",
