@@ -260,7 +260,9 @@ def test_a_memory_on_milvus_lite_finds_what_the_faiss_one_finds(encoder, tmp_pat
 
     catalog = LabelCatalog(
         [
-            CatalogEntry("Q1055", "Hamburg", "city and state in northern Germany", ("Free and Hanseatic City",)),
+            CatalogEntry(
+                "Q1055", "Hamburg", "city and state in northern Germany", ("Free and Hanseatic City",)
+            ),
             CatalogEntry("Q2211", "Hamburg", "borough in Berks County, Pennsylvania"),
             CatalogEntry("Q64", "Berlin", "capital and largest city of Germany"),
             CatalogEntry("Q90", "Paris", "capital city of France"),
@@ -271,10 +273,18 @@ def test_a_memory_on_milvus_lite_finds_what_the_faiss_one_finds(encoder, tmp_pat
     on_faiss = Memory.build(catalog, tmp_path / "faiss", encoder, use_cache=False)
     uri = str(tmp_path / "milvus.db")
     Memory.build(
-        catalog, tmp_path / "milvus", encoder, use_cache=False, index_backend="milvus", index_options={"uri": uri}
+        catalog,
+        tmp_path / "milvus",
+        encoder,
+        use_cache=False,
+        index_backend="milvus",
+        index_options={"uri": uri},
     )
     manifest = read_manifest(tmp_path / "milvus")
-    assert manifest.index_backend == "milvus" and manifest.dictionaries["entity"].index_file == "entities.milvus.json"
+    assert (
+        manifest.index_backend == "milvus"
+        and manifest.dictionaries["entity"].index_file == "entities.milvus.json"
+    )
     on_milvus = Memory.load(tmp_path / "milvus", encoder)
     queries = ["Hamburg, city in Germany", "Hamburg, Pennsylvania", "capital of France", "Berlin"]
     for kind in ("entity", "relation"):

@@ -219,3 +219,27 @@ def test_pgmr_ask_answers_through_a_dump_built_memory(built) -> None:  # type: i
     answer = json.loads(result.stdout)
     assert answer["status"] == "answered", answer
     assert ANSWER in {a.get("id") for a in answer["answers"]}
+
+
+def test_the_on_disk_lexical_tier_answers_as_the_in_memory_one(built, encoder) -> None:  # type: ignore[no-untyped-def]
+    from pgmr.resolver.resolver import Resolver, _Lexicon
+
+    memory = Memory.load(built[0], encoder)
+    assert set(memory.lexical) == {"entity", "relation"}
+    assert (
+        Resolver(memory).lexicon("entity") is memory.lexical["entity"]
+    )  # what the resolver looks labels up in
+    rng = random.Random(5)
+    for kind in ("entity", "relation"):
+        disk, ram = memory.lexical[kind], _Lexicon(memory.dictionary(kind))  # type: ignore[index]
+        keys = rng.sample(ram.choices, 40)
+        typos = [k[:2] + ("x" if k[2] != "x" else "y") + k[3:] for k in keys if len(k) > 6]
+        for key in [*keys, *typos, "zorblax prime"]:
+            assert disk.knows(key) == ram.knows(key)
+            assert disk.exact(key, 10) == ram.exact(key, 10)
+            found, expected = disk.fuzzy(key, 5, 0.85), ram.fuzzy(key, 5, 0.85)
+            assert found[:1] == expected[:1], key
+            ids = expected[:3] or ram.exact(key, 3)
+            assert disk.similarities(ids, key) == pytest.approx(ram.similarities(ids, key))
+        wid = next(iter(ram.by_id))
+        assert disk.surfaces_of(wid) == ram.surfaces_of(wid)

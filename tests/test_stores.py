@@ -538,6 +538,21 @@ def test_open_store_dispatches_on_the_spec(
         open_store(_write(tmp_path / "notes.md", "# hi"))
 
 
+def test_public_wikidata_endpoints_are_named_presets(tmp_path: Path) -> None:
+    # Opening sends nothing: the stores only name their endpoint, with pgmr's User-Agent and the retry policy
+    # (429/503 with Retry-After) that the fault tests above check against a real server.
+    from pgmr.stores import STORE_PRESETS
+
+    for name, url in (("wdqs", "https://query.wikidata.org/sparql"),
+                      ("QLever-Wikidata", "https://qlever.cs.uni-freiburg.de/api/wikidata")):  # fmt: skip
+        store = open_store(name, timeout=7)
+        assert isinstance(store, HttpSparqlStore) and store.url == url == STORE_PRESETS[name.lower()]
+        assert store.timeout == 7 and "pgmr" in store.user_agent
+        store.close()
+    with pytest.raises(StoreError, match="preset.*wdqs, qlever-wikidata"):
+        open_store(str(tmp_path / "wdqs-typo"))
+
+
 @pytest.mark.slow
 def test_the_real_qald10_graph_answers_its_own_triples() -> None:
     path = default_kg_file(resolve_data_dir(None))

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from pgmr.jsonl import atomic_write_bytes
+from pgmr.memory.encoder import EncodeProgress, Encoder, normalize_rows
+from pgmr.memory.errors import PgmrMemoryError
 
 _DIGEST = 32
 _MAGIC = b"pgmr-embedding-cache 1 "
@@ -116,3 +118,36 @@ class EmbeddingCache:
         header = _MAGIC + hashlib.sha256(data).hexdigest().encode()
         atomic_write_bytes(self._keys_path, header + b"\n" + b"".join(keys))
         self._dirty = False
+
+
+def embed_texts(
+    texts: list[str],
+    encoder: Encoder,
+    batch_size: int,
+    progress: EncodeProgress | None,
+    cache: EmbeddingCache | None,
+) -> tuple[np.ndarray, int]:
+    """(unit vectors for all texts, how many texts were encoded rather than taken from the cache)."""
+    if cache is None:
+        vectors, missing = (
+            np.zeros((len(texts), encoder.dimension), dtype=np.float32),
+            list(range(len(texts))),
+        )
+    else:
+        vectors, missing = cache.lookup(texts)
+    if missing:
+        new_texts = [texts[i] for i in missing]
+        new = encoder.encode(new_texts, batch_size=batch_size, progress=progress or None)
+        if new.shape != (len(missing), encoder.dimension):
+            raise PgmrMemoryError(
+                f"encoder {encoder.name!r} returned shape {new.shape} for {len(missing)} texts, expected "
+                f"({len(missing)}, {encoder.dimension})"
+            )
+        if not np.isfinite(new).all():
+            raise PgmrMemoryError(f"encoder {encoder.name!r} returned non-finite vectors")
+        new = normalize_rows(new)
+        vectors[missing] = new
+        if cache is not None:
+            cache.put(new_texts, new)
+            cache.save()
+    return vectors, len(missing)

@@ -61,6 +61,8 @@ class MemoryManifest:
     format_version: int = FORMAT_VERSION
     # {"file": "prior.json", "sha256": ..., "ids": n} when the memory carries prominence counts.
     prior: Mapping[str, Any] = field(default_factory=dict)
+    # kind -> directory of its on-disk lexical index (pgmr.memory.lexical), for memories built with one.
+    lexical: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         # Explicit order: the version and encoder are what a reader of manifest.json looks for first.
@@ -76,6 +78,7 @@ class MemoryManifest:
             "index_options": dict(self.index_options),
             "dictionaries": {kind: asdict(d) for kind, d in self.dictionaries.items()},
             "prior": dict(self.prior),
+            "lexical": dict(self.lexical),
         }
 
     @classmethod

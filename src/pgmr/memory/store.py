@@ -29,15 +29,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from pgmr.failpoints import failpoint
 from pgmr.fsutil import fsync_dir, recover_dir, replace_dir, temp_sibling, write_file
 from pgmr.kg.catalog import LabelCatalog
 from pgmr.kg.ids import Kind, id_kind
-from pgmr.memory.cache import EmbeddingCache, file_sha256
+from pgmr.memory.cache import EmbeddingCache, embed_texts, file_sha256
 from pgmr.memory.dictionary import OVERFETCH, MemoryDictionary, MemoryHit, load_dictionary
-from pgmr.memory.encoder import EncodeProgress, Encoder, normalize_rows
+from pgmr.memory.encoder import EncodeProgress, Encoder
 from pgmr.memory.errors import PgmrMemoryError
 from pgmr.memory.index import create_index
 from pgmr.memory.manifest import (
@@ -89,7 +87,10 @@ class Memory:
         build_stats: BuildStats | None = None,
         prior_counts: Mapping[str, int] | None = None,
         prior_source: str = "",
+        lexical: Mapping[Kind, Any] | None = None,
     ) -> None:
+        # kind -> LexicalIndex: the on-disk lexical tier, when the memory has one (dump-built memories do).
+        self.lexical: dict[Kind, Any] = dict(lexical or {})
         self.prior_counts: dict[str, int] = dict(prior_counts or {})
         # Where the prior's counts come from ("sitelinks" for a dump-built memory, a dataset's name otherwise).
         self.prior_source = prior_source or str(manifest.prior.get("source", ""))
@@ -149,7 +150,7 @@ class Memory:
         # Homonyms without descriptions share a text; each text is embedded once.
         texts = list(dict.fromkeys(row.text for kind in KINDS for row in rows[kind]))
         encode_started = time.perf_counter()
-        vectors, encoded = _embed(texts, encoder, batch_size, progress, cache)
+        vectors, encoded = embed_texts(texts, encoder, batch_size, progress, cache)
         encode_seconds = time.perf_counter() - encode_started
         position = {text: i for i, text in enumerate(texts)}
         options = dict(index_options or {})
@@ -271,7 +272,12 @@ class Memory:
                 prior = {"file": PRIOR_FILE, "sha256": file_sha256(prior_path), "ids": len(self.prior_counts)}
                 if self.prior_source:
                     prior["source"] = self.prior_source
-            manifest = replace(self.manifest, dictionaries=dictionaries, prior=prior)
+            lexical = dict(self.manifest.lexical)
+            if lexical:
+                from pgmr.memory.lexical import write_lexical
+
+                lexical = write_lexical(tmp, {kind: self.dictionary(kind).rows for kind in KINDS})
+            manifest = replace(self.manifest, dictionaries=dictionaries, prior=prior, lexical=lexical)
             # The manifest goes last: a directory with a manifest has everything the manifest names.
             write_file(tmp / MANIFEST_FILE, json.dumps(manifest.to_json(), indent=2).encode() + b"\n")
             fsync_dir(tmp)
@@ -308,46 +314,26 @@ class Memory:
         for dictionary in dictionaries.values():
             dictionary.encoder = encoder
         prior_counts = load_prior(path, manifest, verify)
-        return cls(dictionaries["entity"], dictionaries["relation"], encoder, manifest, None, prior_counts)
+        lexical: dict[Kind, Any] = {}
+        if manifest.lexical:
+            from pgmr.memory.lexical import LexicalIndex
+
+            lexical = {kind: LexicalIndex(path / manifest.lexical[kind]) for kind in KINDS}
+        return cls(
+            dictionaries["entity"],
+            dictionaries["relation"],
+            encoder,
+            manifest,
+            None,
+            prior_counts,
+            lexical=lexical,
+        )
 
 
 def default_cache_dir(out_dir: Path | str) -> Path:
     """`<out_dir>.cache` beside the memory directory."""
     out_dir = Path(out_dir)
     return out_dir.with_name(f"{out_dir.name}.cache")
-
-
-def _embed(
-    texts: list[str],
-    encoder: Encoder,
-    batch_size: int,
-    progress: EncodeProgress | None,
-    cache: EmbeddingCache | None,
-) -> tuple[np.ndarray, int]:
-    """(unit vectors for all texts, how many texts were encoded rather than taken from the cache)."""
-    if cache is None:
-        vectors, missing = (
-            np.zeros((len(texts), encoder.dimension), dtype=np.float32),
-            list(range(len(texts))),
-        )
-    else:
-        vectors, missing = cache.lookup(texts)
-    if missing:
-        new_texts = [texts[i] for i in missing]
-        new = encoder.encode(new_texts, batch_size=batch_size, progress=progress or None)
-        if new.shape != (len(missing), encoder.dimension):
-            raise PgmrMemoryError(
-                f"encoder {encoder.name!r} returned shape {new.shape} for {len(missing)} texts, expected "
-                f"({len(missing)}, {encoder.dimension})"
-            )
-        if not np.isfinite(new).all():
-            raise PgmrMemoryError(f"encoder {encoder.name!r} returned non-finite vectors")
-        new = normalize_rows(new)
-        vectors[missing] = new
-        if cache is not None:
-            cache.put(new_texts, new)
-            cache.save()
-    return vectors, len(missing)
 
 
 def _check_replaceable(out_dir: Path) -> None:

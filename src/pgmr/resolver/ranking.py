@@ -30,24 +30,14 @@ Thresholds for refusal apply to similarity (in [0, 1] for normalized embeddings)
 
 from __future__ import annotations
 
-import functools
 import math
-import unicodedata
 from collections.abc import Mapping
 
 from pgmr.kg.ids import id_number
+from pgmr.kg.labels import normalize_label as normalize_label  # re-exported: its home before pgmr.kg.labels
 
 # Largest Wikidata ID numbers are ~1.3e8; log10 of that is under 9.
 _ID_DIGITS = 9.0
-
-
-# Ranking normalizes each candidate's label, and the same labels come back across placeholders and batches.
-@functools.lru_cache(maxsize=1 << 16)
-def normalize_label(text: str) -> str:
-    """Case-, accent- and whitespace-insensitive form used for exact label/alias matching."""
-    text = unicodedata.normalize("NFKD", text.casefold())
-    text = "".join(ch for ch in text if not unicodedata.combining(ch))
-    return " ".join(text.split())
 
 
 class Prior:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 from rapidfuzz import fuzz, process
@@ -76,6 +77,21 @@ def placeholder_text(placeholder: Placeholder) -> str:
     return memory_text(placeholder.label, placeholder.description or None)
 
 
+class Lexicon(Protocol):
+    """Label and alias lookups by normalized key (`normalize_label`): the in-memory `_Lexicon` below, or a
+    memory's on-disk tier (pgmr.memory.lexical.LexicalIndex)."""
+
+    def knows(self, key: str) -> bool: ...
+
+    def surfaces_of(self, wikidata_id: str) -> set[str]: ...
+
+    def exact(self, key: str, limit: int) -> list[str]: ...
+
+    def fuzzy(self, key: str, limit: int, cutoff: float) -> list[str]: ...
+
+    def similarities(self, wikidata_ids: Sequence[str], key: str) -> list[float]: ...
+
+
 class _Lexicon:
     """Normalized labels and aliases of one dictionary: exact and fuzzy lookups, per-ID edit similarity."""
 
@@ -87,6 +103,12 @@ class _Lexicon:
             self.surfaces.setdefault(key, set()).add(row.id)
             self.by_id.setdefault(row.id, set()).add(key)
         self.choices = list(self.surfaces)
+
+    def knows(self, key: str) -> bool:
+        return key in self.surfaces
+
+    def surfaces_of(self, wikidata_id: str) -> set[str]:
+        return self.by_id.get(wikidata_id, set())
 
     def exact(self, key: str, limit: int) -> list[str]:
         found = self.surfaces.get(key, set())
@@ -139,17 +161,20 @@ class Resolver:
         self.calibration = calibration or shipped_calibration()
         # `is None`, not `or`: an empty TrainingFacts is falsy and must not fall back to the shipped facts.
         self.facts = (facts if facts is not None else shipped_facts()) if self.config.orient else None
-        self._lexicons: dict[Kind, _Lexicon] = {}
+        self._lexicons: dict[Kind, Lexicon] = {}
 
-    def lexicon(self, kind: Kind) -> _Lexicon:
+    def lexicon(self, kind: Kind) -> Lexicon:
+        """The memory's on-disk lexical tier when it has one (pgmr.memory.lexical: same lookups, bounded
+        memory), else the labels and aliases of its rows held here."""
         if kind not in self._lexicons:
-            self._lexicons[kind] = _Lexicon(self.memory.dictionary(kind))
+            on_disk = self.memory.lexical.get(kind)
+            self._lexicons[kind] = on_disk if on_disk is not None else _Lexicon(self.memory.dictionary(kind))
         return self._lexicons[kind]
 
     def knows(self, kind: Kind, text: str) -> bool:
         """Whether `text` is, up to case, accents and spacing, a label or alias of a `kind` of the memory (what
         label grounding asks: pgmr.resolver.grounding.Known)."""
-        return normalize_label(text) in self.lexicon(kind).surfaces
+        return self.lexicon(kind).knows(normalize_label(text))
 
     def resolve(self, query: IntermediateQuery, question: str | None = None) -> Resolution | Refusal:
         return self.resolve_many([query], [question])[0]
@@ -316,8 +341,8 @@ class Resolver:
                 placeholder,
                 kept,
                 question=question,
-                known=key in lexicon.surfaces,
-                surfaces=sorted(lexicon.by_id.get(kept[0].id, ())) if kept else None,
+                known=lexicon.knows(key),
+                surfaces=sorted(lexicon.surfaces_of(kept[0].id)) if kept else None,
             ),
             min_confidence=cfg.min_confidence,
         )

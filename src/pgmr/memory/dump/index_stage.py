@@ -21,6 +21,7 @@ from pgmr.memory.dump.encode_stage import read_vectors, shard_rows
 from pgmr.memory.dump.state import WorkDir
 from pgmr.memory.encoder import Encoder
 from pgmr.memory.index import create_index
+from pgmr.memory.lexical import LEXICAL_DIRS
 from pgmr.memory.manifest import KINDS, ROWS_FILES, DictionaryManifest, MemoryManifest, index_file
 from pgmr.memory.rows import MemoryRow
 from pgmr.memory.store import Memory
@@ -97,6 +98,8 @@ def build_memory(
             for kind in KINDS
         },
         index_backend=index_backend,
+        # Written by `Memory.save` from the rows: label lookups on disk, whatever the dump's size.
+        lexical={str(kind): directory for kind, directory in LEXICAL_DIRS.items()},
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
     memory = Memory(
