@@ -230,6 +230,9 @@ def synthetic_dump(
         0.05, min=0.0, max=1.0, help="Share of synthetic items that take a real entity's label or alias"
     ),
     workers: int = typer.Option(1, min=1, help="Processes rendering and compressing blocks"),
+    real_entities: int = typer.Option(
+        -1, help="Real entities to include, a seeded sample (default -1: all); properties are always all"
+    ),
 ) -> None:
     """Write a synthetic Wikidata dump: the data directory's real entities and properties plus N synthetic
     items (hard homonyms among them), in the real dump's format, for trying and measuring dump builds."""
@@ -241,6 +244,10 @@ def synthetic_dump(
     except (OSError, ValueError) as exc:
         print_error(f"cannot read the real catalog under {settings.data_dir}: {exc}")
         raise typer.Exit(2) from None
+    if 0 <= real_entities < len(entities):
+        import random
+
+        entities = sorted(random.Random(seed).sample(entities, real_entities), key=lambda e: int(e.id[1:]))
     dump = SyntheticDump(entities, properties, items, seed=seed, homonym_rate=homonym_rate)
     written = write_synthetic_dump(out_file, dump, workers=workers)
     out.print(
