@@ -295,6 +295,12 @@ def results_document(
         md_table(["experiment", "status", "run at", "wall time", "what"], overview, left=(0, 1, 2, 4)),
         "",
         *total_wall_time(docs),
+        "Prior: every run above resolved against a memory built from the data directory's label files by "
+        "`pgmr memory build`, whose prominence prior counts IDs in training gold queries (LC-QuAD 2.0 train "
+        "without its validation carve; for lcquad2-unknown-uri, the split's own training part without its "
+        "validation carve). None used a "
+        "memory built from a Wikidata dump, whose prior is its sitelink counts (docs/scale.md).",
+        "",
     ]
     parts += [
         "## The paper's Table 1 (reference)",

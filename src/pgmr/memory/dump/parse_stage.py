@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,6 @@ class ParseReport:
     seconds: float
     decompressed_bytes: int
     parsed_items_now: int = 0
-    by_kind: dict[str, int] = field(default_factory=dict)
 
 
 def _chunk_record(chunk: Chunk, parsed: Any) -> ChunkRecord:
