@@ -129,7 +129,7 @@ def main() -> None:
                   "p99_ms": round(float(np.percentile(latencies, 99)), 2)}  # fmt: skip
         results.append(result)
         rows.append([kind, f"{seconds:.0f}", f"{size / 1e9:.2f}", f"{recall1:.3f}", f"{recall10:.3f}",
-                     result["p50_ms"], result["p99_ms"]])  # fmt: skip
+                     f"{result['p50_ms']:.2f}", f"{result['p99_ms']:.2f}"])  # fmt: skip
         del ann
     console.print(table(f"ANN at {args.rows:,} rows ({len(real):,} real, the rest drawn), 1 query at a time",
                         ["index", "build s", "GB", "R@1", "R@10", "p50 ms", "p99 ms"], rows))  # fmt: skip

@@ -105,9 +105,11 @@ def main() -> None:
             "full_dump_hours": round(FULL_DUMP_ITEMS / (report.lines / seconds) / 3600, 1),
         }
         results.append(result)
+        # Strings: the shared table helper prints floats as percentages.
         rows.append([fmt, f"{result['items']:,}", f"{result['items_per_second']:,}",
-                     result["decompressed_mb_per_second"], result["compressed_mb_per_second"],
-                     f"{result['mean_entity_bytes']:,}", result["peak_rss_gb"], result["full_dump_hours"]])  # fmt: skip
+                     f"{result['decompressed_mb_per_second']:.1f}", f"{result['compressed_mb_per_second']:.1f}",
+                     f"{result['mean_entity_bytes']:,}", f"{result['peak_rss_gb']:.2f}",
+                     f"{result['full_dump_hours']:.1f}"])  # fmt: skip
         shutil.rmtree(work.path)
     console.print(table(
         f"parse stage, {args.workers} workers, synthetic dump of {dump.total:,} entities",

@@ -54,7 +54,7 @@ def test_an_item_gives_its_english_label_description_aliases_sitelinks_and_links
     assert (record.id, record.kind, record.label, record.label_language) == ("Q64", "entity", "Berlin", "en")
     assert record.description == "capital and largest city of Germany"  # whitespace folded
     assert record.aliases == ("Berlin, Germany",)  # the label itself is not an alias
-    assert (record.sitelinks, record.statements) == (2, 3)
+    assert record.sitelinks == 2
 
 
 def test_label_languages_fall_back_in_order_and_mul_is_the_default_fallback() -> None:

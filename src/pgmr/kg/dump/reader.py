@@ -14,7 +14,6 @@ from __future__ import annotations
 import bz2
 import contextlib
 import gzip
-import io
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -74,7 +73,7 @@ class _Stream:
         except OSError as exc:
             raise DumpError(f"cannot open dump {path}: {exc.strerror or exc}") from None
         self.inner = inner
-        self.buffered: Any = io.BufferedReader(inner, _READ_BUFFER) if self._indexed is not None else inner
+        self.buffered: Any = inner
 
     @property
     def parallel(self) -> bool:
@@ -134,43 +133,45 @@ def iter_chunks(
                 "the file changed since the build started: start it again with --restart"
             ) from None
         index, offset = start_index, start_offset
-        lines: list[bytes] = []
-        size = 0
+        # Whole blocks, cut at line ends: a readline per entity costs a fifth of the decompressor's speed.
+        pending = bytearray()
+        complete = 0  # whole lines in `pending`
         truncated = ""
-        readline = stream.buffered.readline
-        reported = False
-        while True:
+        ended = reported = False
+        while not ended:
             try:
-                line = readline()
+                block = stream.buffered.read(_READ_BUFFER)
             except (EOFError, OSError, RuntimeError, ValueError) as exc:
                 if stream.parallel:
                     # The parallel decoder gives up on a damaged or cut block as a whole (it decodes ahead);
                     # the serial one reads everything up to the damage, which is what a user can still use.
                     stream.close()
                     stream = _Stream(path, 1)
-                    stream.seek(offset + size)
-                    readline = stream.buffered.readline
+                    stream.seek(offset + len(pending))
                     continue
                 truncated = _truncation(exc)
-                line = b""
-            if line:
-                lines.append(line)
-                size += len(line)
-            if lines and (not line or len(lines) >= lines_per_chunk):
-                last = not line
-                yield Chunk(
-                    index,
-                    offset,
-                    offset + size,
-                    len(lines),
-                    b"".join(lines),
-                    stream.compressed_offset(),
-                    truncated if last else "",
-                )
-                reported = last and bool(truncated)
-                index, offset, lines, size = index + 1, offset + size, [], 0
-            if not line:
-                break
+                block = b""
+            if block:
+                pending += block
+                complete += block.count(b"\n")
+            else:
+                ended = True
+            while complete >= lines_per_chunk or (ended and pending):
+                if complete >= lines_per_chunk:
+                    cut = -1
+                    for _ in range(lines_per_chunk):
+                        cut = pending.find(b"\n", cut + 1)
+                    cut, count = cut + 1, lines_per_chunk
+                else:
+                    cut, count = len(pending), complete + (0 if pending.endswith(b"\n") else 1)
+                data = bytes(pending[:cut])
+                del pending[:cut]
+                complete -= min(count, complete)
+                last = ended and not pending
+                yield Chunk(index, offset, offset + cut, count, data, stream.compressed_offset(),
+                            truncated if last else "")  # fmt: skip
+                reported = reported or (last and bool(truncated))
+                index, offset = index + 1, offset + cut
         if truncated and not reported:
             yield Chunk(index, offset, offset, 0, b"", stream.compressed_offset(), truncated)
     finally:

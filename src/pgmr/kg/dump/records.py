@@ -4,8 +4,11 @@ The dump (`latest-all.json.bz2`) is a JSON array with one entity per line: `[`, 
 Items (Q) and properties (P) are kept; lexemes, media info and other entity types are skipped. Everything a
 memory and its prior need is kept, and nothing else: the label in the first configured language that has one
 (English, then `mul`, the language-neutral labels Wikidata has had since 2024), the description the same way,
-the aliases of those languages, the sitelink count, the number of statements, a property's datatype, and the
-items each statement's main value points at (for incoming-link counts).
+the aliases of those languages, the sitelink count and a property's datatype.
+
+Lines are parsed with simdjson, lazily: only the fields above become Python objects. A real entity is ~10 KB of
+JSON, mostly statements and labels in other languages; building all of it as Python objects (orjson) parsed
+~10x slower than reading the few fields the memory needs (bench/dump_parse.py measures the stage).
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ class DumpRecord:
     description: str | None = None
     aliases: tuple[str, ...] = ()
     sitelinks: int = 0
-    statements: int = 0
     datatype: str | None = None
 
 
@@ -103,12 +105,6 @@ def _aliases(values: Any, languages: Sequence[str], label: str) -> tuple[str, ..
     return tuple(out)
 
 
-def _statements(claims: Any) -> int:
-    if not _is_object(claims):
-        return 0
-    return sum(len(statements) for statements in claims.values() if isinstance(statements, _ARRAYS))
-
-
 def record_from_entity(entity: Any, languages: Sequence[str] = DEFAULT_LANGUAGES) -> LineResult:
     """A parsed dump entity (a dict, or a simdjson Object) -> its record, or why there is none."""
     if not _is_object(entity):
@@ -137,7 +133,6 @@ def record_from_entity(entity: Any, languages: Sequence[str] = DEFAULT_LANGUAGES
             description=description,
             aliases=_aliases(entity.get("aliases"), languages, label),
             sitelinks=len(sitelinks) if _is_object(sitelinks) else 0,
-            statements=_statements(entity.get("claims")),
             datatype=datatype if isinstance(datatype, str) else None,
         )
     )

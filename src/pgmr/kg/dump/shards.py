@@ -27,7 +27,6 @@ SCHEMA = pa.schema(
         ("description", pa.string()),
         ("aliases", pa.list_(pa.string())),
         ("sitelinks", pa.int32()),
-        ("statements", pa.int32()),
         ("datatype", pa.string()),
     ]
 )
@@ -54,7 +53,6 @@ def records_table(records: Sequence[DumpRecord]) -> pa.Table:
             "description": [r.description for r in records],
             "aliases": [list(r.aliases) for r in records],
             "sitelinks": [r.sitelinks for r in records],
-            "statements": [r.statements for r in records],
             "datatype": [r.datatype for r in records],
         },
         schema=SCHEMA,
