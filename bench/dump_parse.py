@@ -6,7 +6,7 @@ Writes (once; reused when present) a synthetic dump of the real catalog plus N s
 and/or multi-stream bzip2, then runs the parse stage (decompress + parse + extract + Parquet shards) on a local
 Dask cluster and reports items/s, decompressed MB/s, compressed MB/s, the mean entity size and peak RSS of the
 whole process tree. Each format runs in the same call, so their ratio holds on this noisy machine. The full
-110M-item dump at the measured rate is the last column. Writes bench/results/dump_parse.json.
+110M-item dump at the measured rate is the last column. Writes bench/results/dump_parse-FORMATS.json.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def main() -> None:
         ["format", "items", "items/s", "MB/s out", "MB/s in", "bytes/item", "peak RSS GB", "110M h"],
         rows,
     ))  # fmt: skip
-    write_result("dump_parse", {"items": args.items, "workers": args.workers, "chunk_lines": args.chunk_lines,
+    write_result(f"dump_parse-{args.formats.replace(',', '-')}", {"items": args.items, "workers": args.workers, "chunk_lines": args.chunk_lines,
                                 "results": results})  # fmt: skip
 
 
