@@ -137,17 +137,21 @@ def iter_chunks(
         pending = bytearray()
         complete = 0  # whole lines in `pending`
         truncated = ""
-        ended = reported = False
+        ended = reported = careful = False
+        read = stream.buffered.read
         while not ended:
             try:
-                block = stream.buffered.read(_READ_BUFFER)
+                block = read(_READ_BUFFER)
             except (EOFError, OSError, RuntimeError, ValueError) as exc:
-                if stream.parallel:
-                    # The parallel decoder gives up on a damaged or cut block as a whole (it decodes ahead);
-                    # the serial one reads everything up to the damage, which is what a user can still use.
+                if not careful:
+                    # A damaged or cut file. The parallel decoder gives up on a bad block as a whole (it decodes
+                    # ahead), and a whole-buffer read loses what it decoded before the damage; the serial decoder
+                    # read step by step (read1) returns everything up to it, which is what a user can still use.
                     stream.close()
                     stream = _Stream(path, 1)
                     stream.seek(offset + len(pending))
+                    read = getattr(stream.buffered, "read1", stream.buffered.read)
+                    careful = True
                     continue
                 truncated = _truncation(exc)
                 block = b""
