@@ -159,14 +159,20 @@ class LexicalIndex:
 
     def similarities(self, wikidata_ids: Sequence[str], key: str) -> list[float]:
         """Per ID, the best edit similarity (fuzz.ratio / 100) of `key` with its surfaces (0 without any)."""
-        owners: list[int] = []
-        surfaces: list[str] = []
-        for n, wid in enumerate(wikidata_ids):
-            for surface in self.surfaces_of(wid):
-                owners.append(n)
-                surfaces.append(surface)
-        best = np.zeros(len(wikidata_ids), dtype=np.float64)
-        if surfaces:
-            ratios = process.cdist([key], surfaces, scorer=fuzz.ratio, dtype=np.float64, workers=1)[0]
-            np.maximum.at(best, np.asarray(owners), ratios)
-        return (best / 100).tolist()
+        return best_edit_similarities([self.surfaces_of(wid) for wid in wikidata_ids], key)
+
+
+def best_edit_similarities(surface_sets: Sequence[Iterable[str]], key: str) -> list[float]:
+    """Per set of surfaces (one set per ID), the best edit similarity (fuzz.ratio / 100) of `key` with any of
+    them, 0 for an empty set; one rapidfuzz call over all of them."""
+    owners: list[int] = []
+    surfaces: list[str] = []
+    for n, group in enumerate(surface_sets):
+        for surface in group:
+            owners.append(n)
+            surfaces.append(surface)
+    best = np.zeros(len(surface_sets), dtype=np.float64)
+    if surfaces:
+        ratios = process.cdist([key], surfaces, scorer=fuzz.ratio, dtype=np.float64, workers=1)[0]
+        np.maximum.at(best, np.asarray(owners), ratios)
+    return (best / 100).tolist()

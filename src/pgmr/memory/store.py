@@ -159,23 +159,7 @@ class Memory:
             index = create_index(index_kind, encoder.dimension, index_backend, **options)
             index.add(vectors[[position[row.text] for row in rows[kind]]])
             dictionaries[kind] = MemoryDictionary(kind, rows[kind], index, encoder)
-        manifest = MemoryManifest(
-            encoder=encoder.name,
-            dimension=encoder.dimension,
-            index_kind=index_kind,
-            index_options=options,
-            dictionaries={
-                kind: DictionaryManifest(
-                    ids=len(dictionaries[kind]),
-                    rows=len(rows[kind]),
-                    rows_file=ROWS_FILES[kind],
-                    index_file=index_file(kind, index_backend),
-                )
-                for kind in KINDS
-            },
-            index_backend=index_backend,
-            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        )
+        manifest = new_manifest(encoder, dictionaries, index_kind, options, index_backend)
         stats = BuildStats(
             texts=len(texts),
             encoded=encoded,
@@ -328,6 +312,35 @@ class Memory:
             prior_counts,
             lexical=lexical,
         )
+
+
+def new_manifest(
+    encoder: Encoder,
+    dictionaries: Mapping[Kind, MemoryDictionary],
+    index_kind: str,
+    index_options: Mapping[str, Any],
+    index_backend: str = "faiss",
+    lexical: Mapping[str, str] | None = None,
+) -> MemoryManifest:
+    """The manifest of a memory just built (checksums are added by `Memory.save`)."""
+    return MemoryManifest(
+        encoder=encoder.name,
+        dimension=encoder.dimension,
+        index_kind=index_kind,
+        index_options=dict(index_options),
+        dictionaries={
+            kind: DictionaryManifest(
+                ids=len(dictionaries[kind]),
+                rows=len(dictionaries[kind].rows),
+                rows_file=ROWS_FILES[kind],
+                index_file=index_file(kind, index_backend),
+            )
+            for kind in KINDS
+        },
+        index_backend=index_backend,
+        lexical=dict(lexical or {}),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
 
 
 def default_cache_dir(out_dir: Path | str) -> Path:

@@ -13,6 +13,7 @@ from rapidfuzz import fuzz, process
 from pgmr.conversion import fill, to_skeleton
 from pgmr.kg.ids import ID_PREFIXES, Kind, id_number
 from pgmr.memory import Memory, MemoryDictionary, MemoryHit, memory_text
+from pgmr.memory.lexical import best_edit_similarities
 from pgmr.query.gate import check_query
 from pgmr.query.lexer import tokenize
 from pgmr.query.model import IntermediateQuery, Placeholder, placeholder_kind
@@ -123,17 +124,7 @@ class _Lexicon:
     def similarities(self, wikidata_ids: Sequence[str], key: str) -> list[float]:
         """Per ID, the best edit similarity (fuzz.ratio / 100) of `key` with its labels and aliases (0 for an ID
         without any), in one rapidfuzz call over all their surfaces."""
-        owners: list[int] = []
-        surfaces: list[str] = []
-        for n, wid in enumerate(wikidata_ids):
-            for surface in self.by_id.get(wid, ()):
-                owners.append(n)
-                surfaces.append(surface)
-        best = np.zeros(len(wikidata_ids), dtype=np.float64)
-        if surfaces:
-            ratios = process.cdist([key], surfaces, scorer=fuzz.ratio, dtype=np.float64, workers=1)[0]
-            np.maximum.at(best, np.asarray(owners), ratios)
-        return (best / 100).tolist()
+        return best_edit_similarities([self.by_id.get(wid, ()) for wid in wikidata_ids], key)
 
 
 def _search_texts(placeholders: Sequence[Placeholder]) -> tuple[list[str], list[str]]:

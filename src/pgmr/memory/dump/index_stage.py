@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -22,9 +21,9 @@ from pgmr.memory.dump.state import WorkDir
 from pgmr.memory.encoder import Encoder
 from pgmr.memory.index import create_index
 from pgmr.memory.lexical import LEXICAL_DIRS
-from pgmr.memory.manifest import KINDS, ROWS_FILES, DictionaryManifest, MemoryManifest, index_file
+from pgmr.memory.manifest import KINDS
 from pgmr.memory.rows import MemoryRow
-from pgmr.memory.store import Memory
+from pgmr.memory.store import Memory, new_manifest
 
 PRIOR_SOURCE = "sitelinks"
 
@@ -83,25 +82,9 @@ def build_memory(
         if len(rows[kind]):
             index.add(vectors[kind])
         dictionaries[kind] = MemoryDictionary(kind, rows[kind], index, encoder)
-    manifest = MemoryManifest(
-        encoder=encoder.name,
-        dimension=encoder.dimension,
-        index_kind=index_kind,
-        index_options=options,
-        dictionaries={
-            kind: DictionaryManifest(
-                ids=len(dictionaries[kind]),
-                rows=len(rows[kind]),
-                rows_file=ROWS_FILES[kind],
-                index_file=index_file(kind, index_backend),
-            )
-            for kind in KINDS
-        },
-        index_backend=index_backend,
-        # Written by `Memory.save` from the rows: label lookups on disk, whatever the dump's size.
-        lexical={str(kind): directory for kind, directory in LEXICAL_DIRS.items()},
-        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-    )
+    # The lexical tier is written by `Memory.save` from the rows: label lookups on disk, whatever the size.
+    lexical = {str(kind): directory for kind, directory in LEXICAL_DIRS.items()}
+    manifest = new_manifest(encoder, dictionaries, index_kind, options, index_backend, lexical)
     memory = Memory(
         dictionaries["entity"],
         dictionaries["relation"],
