@@ -25,6 +25,8 @@ from pgmr.jsonl import atomic_write_text
 
 DESCRIPTOR_FORMAT = "pgmr-milvus-index 1"
 _INSERT_BATCH = 5000
+# Milvus refuses a search limit above this (its topk cap).
+MAX_TOPK = 16384
 
 
 def _client(uri: str) -> Any:
@@ -115,10 +117,10 @@ class MilvusIndex:
         array = _as_queries(queries, self._dimension)
         scores = np.full((len(array), k), -np.inf, dtype=np.float32)
         row_ids = np.full((len(array), k), -1, dtype=np.int64)
-        total = len(self) if len(array) else 0
-        if not total:
+        if not len(array):
             return scores, row_ids
-        limit = min(k, total)
+        # No count(*) round trip per search: Milvus returns fewer hits when the collection has fewer rows.
+        limit = min(k, MAX_TOPK)
         results = self._client.search(
             self.collection,
             data=array.tolist(),
