@@ -73,6 +73,15 @@ class TestFaissIvfpq(FaissContract):
     reconstruct_atol = 0.35  # product quantization keeps an approximation of each vector
 
 
+class TestFaissIvfpqRerank(FaissContract):
+    """IVF-PQ re-ranked from float16 vectors on disk: exact up to float16 rounding of the stored vectors."""
+
+    kind = "ivfpq-rerank"
+    exact = False
+    min_rows = 256
+    reconstruct_atol = 2e-3
+
+
 class TestMilvusLite(VectorIndexContract):
     """The Milvus backend against Milvus Lite (a local file served by pymilvus' own server process): the client
     path a Milvus cluster's URI takes too."""

@@ -99,7 +99,7 @@ def test_work_units_are_kept_and_a_second_build_reuses_them(built, tmp_path: Pat
 
     shutil.copytree(work_dir_for(out), work_dir_for(again_out))
     _, again = build_from_dump(dump, again_out, SETTINGS)
-    assert (again.parse.parsed_now, again.encoded_shards) == (0, 0)
+    assert (again.parse.parsed_now, again.encode.shards_now) == (0, 0)
     assert _checksums(again_out) == _checksums(out)
 
 

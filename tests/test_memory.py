@@ -208,8 +208,8 @@ def test_save_load_roundtrip(saved, memory, encoder):
     loaded = Memory.load(saved, encoder)
     queries = [CITY_QUERY, "Hamburg ship", "Obama", "human being"]
     assert _ranked(loaded, queries) == _ranked(memory, queries)
-    assert loaded.entities.rows == memory.entities.rows
-    assert loaded.relations.rows == memory.relations.rows
+    assert list(loaded.entities.rows) == list(memory.entities.rows)
+    assert list(loaded.relations.rows) == list(memory.relations.rows)
     manifest = json.loads((saved / "manifest.json").read_text())
     assert manifest["format_version"] == FORMAT_VERSION
     assert manifest["encoder"] == DEFAULT_MODEL_NAME and manifest["dimension"] == 384

@@ -84,7 +84,11 @@ def print_report(target: Path, report: DumpBuildReport) -> None:
         table.add_row("parse rate", f"{parse.parsed_items_now / parse.seconds:,.0f} items/s")
     table.add_row("entity / relation IDs", f"{report.entities:,} / {report.relations:,}")
     table.add_row("prior (sitelinks) IDs", f"{report.prior_ids:,}")
-    table.add_row("rows encoded now", f"{report.encoded_rows:,} in {report.encode_seconds:.1f} s")
+    encode = report.encode
+    table.add_row("rows with vectors now", f"{encode.rows_now:,} in {encode.seconds:.1f} s")
+    table.add_row("  texts encoded / cached", f"{encode.encoded_texts:,} / {encode.cached_texts:,}")
+    if encode.drawn_texts:
+        table.add_row("  texts drawn (synthetic)", f"{encode.drawn_texts:,}")
     table.add_row("seconds (index / total)", f"{report.index_seconds:.1f} / {report.seconds:.1f}")
     out.print(table)
     if parse.truncated:

@@ -15,6 +15,7 @@ from pgmr.memory.encoder import Encoder
 from pgmr.memory.errors import MemoryCorruptError, PgmrMemoryError
 from pgmr.memory.index import VectorIndex, load_index
 from pgmr.memory.manifest import MemoryManifest
+from pgmr.memory.row_table import ArrowRows, RowTable, as_row_table
 from pgmr.memory.rows import REBUILD_HINT, MemoryRow, read_rows
 
 # Rows fetched per requested hit: aliases put several rows of one ID near each other, and collapsing them to
@@ -39,33 +40,28 @@ class MemoryDictionary:
     """The memory of one kind: rows and the index over their vectors (row id i is rows[i])."""
 
     def __init__(
-        self, kind: Kind, rows: Sequence[MemoryRow], index: VectorIndex, encoder: Encoder | None = None
+        self,
+        kind: Kind,
+        rows: Sequence[MemoryRow] | RowTable,
+        index: VectorIndex,
+        encoder: Encoder | None = None,
     ) -> None:
         if len(rows) != len(index):
             raise ValueError(f"{kind} dictionary: {len(rows)} rows but {len(index)} vectors in the index")
         self.kind = kind
-        self.rows: tuple[MemoryRow, ...] = tuple(rows)
+        # In RAM (ListRows) or memory-mapped from an Arrow file (ArrowRows) for memories of millions of items.
+        self.rows: RowTable = as_row_table(rows)
         self.index = index
         self.encoder = encoder
-        self._first_row: dict[str, int] = {}
-        rows_by_id: dict[str, list[int]] = {}
-        for position, row in enumerate(self.rows):
-            self._first_row.setdefault(row.id, position)
-            rows_by_id.setdefault(row.id, []).append(position)
-        self._rows_by_id = {wid: tuple(positions) for wid, positions in rows_by_id.items()}
-        # Row -> the index of its ID (IDs in first-row order), for collapsing fetched rows to IDs in numpy.
-        owner_of = {wid: n for n, wid in enumerate(rows_by_id)}
-        self._row_owner = np.fromiter(
-            (owner_of[row.id] for row in self.rows), dtype=np.int64, count=len(self.rows)
-        )
-        self._ids = frozenset(self._first_row)
+        # Row -> an integer shared by the rows of one ID, for collapsing fetched rows to IDs in numpy.
+        self._row_owner = self.rows.owners
 
     def __len__(self) -> int:
         """The number of IDs (rows are more: aliases)."""
-        return len(self._ids)
+        return self.rows.id_count()
 
     def __contains__(self, wikidata_id: object) -> bool:
-        return wikidata_id in self._ids
+        return isinstance(wikidata_id, str) and bool(self.rows.positions(wikidata_id))
 
     def __repr__(self) -> str:
         return (
@@ -73,12 +69,12 @@ class MemoryDictionary:
         )
 
     def ids(self) -> frozenset[str]:
-        return self._ids
+        return self.rows.ids()
 
     def get(self, wikidata_id: str) -> MemoryRow | None:
         """The label row of an ID (its label and description), or None."""
-        position = self._first_row.get(wikidata_id)
-        return None if position is None else self.rows[position]
+        positions = self.rows.positions(wikidata_id)
+        return self.rows[positions[0]] if positions else None
 
     def search(self, texts: Sequence[str], k: int = 5) -> list[list[MemoryHit]]:
         """Per text, the k best unique IDs, best first. Texts should come from `memory_text`."""
@@ -115,14 +111,14 @@ class MemoryDictionary:
 
     def rows_of(self, wikidata_id: str) -> tuple[int, ...]:
         """Row ids of every row (label, aliases, with and without description) of an ID."""
-        return self._rows_by_id.get(wikidata_id, ())
+        return self.rows.positions(wikidata_id)
 
     def similarities(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
         """Best similarity of one query vector to each given ID's rows, for IDs the search did not return."""
-        ids = [i for i in ids if i in self._ids]
-        if not ids:
+        positions = {i: self.rows.positions(i) for i in ids}
+        row_ids = np.array([r for rows in positions.values() for r in rows], dtype=np.int64)
+        if not len(row_ids):
             return {}
-        row_ids = np.array([r for i in ids for r in self._rows_by_id[i]], dtype=np.int64)
         scores = self.index.reconstruct(row_ids) @ np.asarray(vector, dtype=np.float32)
         best: dict[str, float] = {}
         for row_id, score in zip(row_ids.tolist(), scores.tolist(), strict=True):
@@ -170,7 +166,11 @@ def load_dictionary(path: Path, kind: Kind, manifest: MemoryManifest, verify: bo
                 f"memory {path} is corrupt: {file.name} does not match the checksum in its manifest "
                 f"(truncated or edited); {REBUILD_HINT}"
             )
-    rows = read_rows(rows_path, path)
+    rows: RowTable = (
+        ArrowRows(rows_path, path)
+        if rows_path.suffix == ".arrow"
+        else as_row_table(read_rows(rows_path, path))
+    )
     try:
         index = load_index(index_path, manifest.index_backend)
     except (RuntimeError, ValueError) as exc:

@@ -47,7 +47,10 @@ def create_index(kind: str, dimension: int, backend: str = "faiss", **options: i
     `collection` and `index_type`; FAISS takes the numeric options of its index kinds."""
     if backend == "faiss":
         from pgmr.memory.indexes.faiss_index import FaissIndex
+        from pgmr.memory.indexes.reranked_ivfpq import KIND, RerankedIVFPQ
 
+        if kind == KIND:
+            return RerankedIVFPQ(dimension, **options)  # type: ignore[arg-type]
         return FaissIndex(dimension, kind, **options)  # type: ignore[arg-type]
     if backend == "milvus":
         from pgmr.memory.indexes.milvus_index import MilvusIndex
@@ -67,7 +70,10 @@ def create_index(kind: str, dimension: int, backend: str = "faiss", **options: i
 def load_index(path: Path | str, backend: str = "faiss") -> VectorIndex:
     if backend == "faiss":
         from pgmr.memory.indexes.faiss_index import FaissIndex
+        from pgmr.memory.indexes.reranked_ivfpq import RerankedIVFPQ, is_reranked_file
 
+        if is_reranked_file(path):
+            return RerankedIVFPQ.load(path)
         return FaissIndex.load(path)
     if backend == "milvus":
         from pgmr.memory.indexes.milvus_index import MilvusIndex

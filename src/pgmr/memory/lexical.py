@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ def build_lexical_index(path: Path, surfaces: Iterable[tuple[str, str]], threads
     return count
 
 
-def write_lexical(directory: Path, rows: dict[Kind, Sequence[MemoryRow]]) -> dict[str, str]:
+def write_lexical(directory: Path, rows: Mapping[Kind, Iterable[MemoryRow]]) -> dict[str, str]:
     """The lexical indexes of a memory's rows, inside the memory directory being written; returns the manifest's
     `lexical` entry (kind -> relative directory)."""
     written: dict[str, str] = {}

@@ -63,6 +63,8 @@ class MemoryManifest:
     prior: Mapping[str, Any] = field(default_factory=dict)
     # kind -> directory of its on-disk lexical index (pgmr.memory.lexical), for memories built with one.
     lexical: Mapping[str, str] = field(default_factory=dict)
+    # "encoded" (every vector from the encoder), or how a synthetic memory's vectors were drawn.
+    vectors: str = "encoded"
 
     def to_json(self) -> dict[str, Any]:
         # Explicit order: the version and encoder are what a reader of manifest.json looks for first.
@@ -76,6 +78,7 @@ class MemoryManifest:
             "index_backend": self.index_backend,
             "index_kind": self.index_kind,
             "index_options": dict(self.index_options),
+            "vectors": self.vectors,
             "dictionaries": {kind: asdict(d) for kind, d in self.dictionaries.items()},
             "prior": dict(self.prior),
             "lexical": dict(self.lexical),

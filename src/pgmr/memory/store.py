@@ -4,7 +4,8 @@ index over their embeddings. Placeholders are resolved to IDs by searching it.
 A memory directory holds:
 
     manifest.json            format version, encoder, dimension, index kind, counts, sha256 of every file
-    entities.rows.jsonl      one MemoryRow per line; line i is row id i of entities.faiss
+    entities.rows.jsonl      one MemoryRow per line; line i is row id i of entities.faiss (or
+                             entities.rows.arrow, memory-mapped: dump-built memories, pgmr.memory.row_table)
     entities.faiss
     relations.rows.jsonl
     relations.faiss
@@ -52,13 +53,13 @@ from pgmr.memory.manifest import (
     load_prior,
     read_manifest,
 )
+from pgmr.memory.row_table import save_rows
 from pgmr.memory.rows import (
     REBUILD_HINT,
     TEXT_TEMPLATE,
     MemoryRow,
     memory_rows,
     memory_text,
-    write_rows,
 )
 from pgmr.precision import DEFAULT_PRECISION
 
@@ -239,9 +240,9 @@ class Memory:
             dictionaries: dict[str, DictionaryManifest] = {}
             for kind in KINDS:
                 dictionary = self.dictionary(kind)
-                rows_path = tmp / ROWS_FILES[kind]
+                rows_path = tmp / self.manifest.dictionaries[kind].rows_file
                 index_path = tmp / index_file(kind, self.manifest.index_backend)
-                write_rows(rows_path, dictionary.rows)
+                save_rows(rows_path, dictionary.rows)
                 dictionary.index.save(index_path)
                 failpoint("memory.write")
                 dictionaries[kind] = replace(
@@ -321,8 +322,13 @@ def new_manifest(
     index_options: Mapping[str, Any],
     index_backend: str = "faiss",
     lexical: Mapping[str, str] | None = None,
+    rows_format: str = "jsonl",
+    vectors: str = "encoded",
 ) -> MemoryManifest:
-    """The manifest of a memory just built (checksums are added by `Memory.save`)."""
+    """The manifest of a memory just built (checksums are added by `Memory.save`). `rows_format` "arrow"
+    writes the rows as memory-mapped Arrow files (memories of millions of items), "jsonl" as JSON lines."""
+    if rows_format not in ("jsonl", "arrow"):
+        raise ValueError(f"rows_format must be 'jsonl' or 'arrow', not {rows_format!r}")
     return MemoryManifest(
         encoder=encoder.name,
         dimension=encoder.dimension,
@@ -332,7 +338,7 @@ def new_manifest(
             kind: DictionaryManifest(
                 ids=len(dictionaries[kind]),
                 rows=len(dictionaries[kind].rows),
-                rows_file=ROWS_FILES[kind],
+                rows_file=ROWS_FILES[kind].replace(".jsonl", f".{rows_format}"),
                 index_file=index_file(kind, index_backend),
             )
             for kind in KINDS
@@ -340,6 +346,7 @@ def new_manifest(
         index_backend=index_backend,
         lexical=dict(lexical or {}),
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        vectors=vectors,
     )
 
 

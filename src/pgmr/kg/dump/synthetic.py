@@ -35,6 +35,7 @@ import orjson
 
 from pgmr.jsonl import read_jsonl
 from pgmr.kg.dump.reader import compression_of
+from pgmr.kg.dump.records import DEFAULT_LANGUAGES, DumpRecord, record_from_entity
 
 SYNTHETIC_BASE = 900_000_000
 LANGUAGES = ("en", "de", "fr", "es", "it", "nl", "pl", "pt", "ru", "sv", "ja", "zh", "ar", "uk", "ca", "cs",
@@ -147,9 +148,9 @@ class _World:
         return " ".join(self.words[rng.randrange(len(self.words))] for _ in range(max(1, length)))
 
 
-def _entity_json(rng: random.Random, world: _World, wid: str, entity: RealEntity, *, kind: str,
-                 sitelinks: int, label_languages: int, statements: int) -> bytes:  # fmt: skip
-    languages = LANGUAGES[: max(1, min(label_languages, len(LANGUAGES)))]
+def _entity_body(wid: str, entity: RealEntity, *, kind: str, sitelinks: int,
+                 languages: Sequence[str]) -> dict[str, Any]:  # fmt: skip
+    """An entity's labels, descriptions, aliases and sitelinks, as the dump writes them (no statements)."""
     body: dict[str, Any] = {"type": kind, "id": wid}
     if kind == "property":
         body["datatype"] = entity.datatype or "string"
@@ -160,17 +161,27 @@ def _entity_json(rng: random.Random, world: _World, wid: str, entity: RealEntity
     body["aliases"] = (
         {"en": [{"language": "en", "value": a} for a in entity.aliases]} if entity.aliases else {}
     )
-    claims: dict[str, list[dict[str, Any]]] = {}
-    for _ in range(statements):
-        prop = world.claim_properties[rng.randrange(len(world.claim_properties))]
-        claims.setdefault(prop.id, []).append(_statement(rng, wid, prop, world))
-    body["claims"] = claims
     if kind == "item":
         body["sitelinks"] = {f"{lang}wiki": {"site": f"{lang}wiki", "title": entity.label, "badges": []}
                              for lang in LANGUAGES[:sitelinks]}  # fmt: skip
         if sitelinks > len(LANGUAGES):
             body["sitelinks"].update({f"x{i}wiki": {"site": f"x{i}wiki", "title": entity.label, "badges": []}
                                       for i in range(sitelinks - len(LANGUAGES))})  # fmt: skip
+    return body
+
+
+def _entity_json(rng: random.Random, world: _World, wid: str, entity: RealEntity, *, kind: str,
+                 sitelinks: int, label_languages: int, statements: int) -> bytes:  # fmt: skip
+    languages = LANGUAGES[: max(1, min(label_languages, len(LANGUAGES)))]
+    body = _entity_body(wid, entity, kind=kind, sitelinks=sitelinks, languages=languages)
+    sitelink_part = body.pop("sitelinks", None)
+    claims: dict[str, list[dict[str, Any]]] = {}
+    for _ in range(statements):
+        prop = world.claim_properties[rng.randrange(len(world.claim_properties))]
+        claims.setdefault(prop.id, []).append(_statement(rng, wid, prop, world))
+    body["claims"] = claims
+    if sitelink_part is not None:
+        body["sitelinks"] = sitelink_part
     body["lastrevid"] = rng.randrange(10**9, 2 * 10**9)
     body["modified"] = "2026-11-01T00:00:00Z"
     return orjson.dumps(body)
@@ -204,7 +215,7 @@ class SyntheticDump:
             return self._real_line(before)
         return self._synthetic_line(position - before)
 
-    def _real_line(self, index: int) -> bytes:
+    def _real_entity(self, index: int) -> tuple[RealEntity, str, int, random.Random]:
         world = self.world
         if index < len(world.entities):
             entity, kind = world.entities[index], "item"
@@ -212,10 +223,14 @@ class SyntheticDump:
             entity, kind = world.properties[index - len(world.entities)], "property"
         rng = _rng(self.seed, entity.id)
         sitelinks = min(300, _heavy_tail(rng, 6.0)) if kind == "item" else 0
-        return _entity_json(rng, world, entity.id, entity, kind=kind, sitelinks=sitelinks,
+        return entity, kind, sitelinks, rng
+
+    def _real_line(self, index: int) -> bytes:
+        entity, kind, sitelinks, rng = self._real_entity(index)
+        return _entity_json(rng, self.world, entity.id, entity, kind=kind, sitelinks=sitelinks,
                             label_languages=rng.randint(8, 30), statements=max(1, min(400, _heavy_tail(rng, 13.0, 0.9))))  # fmt: skip
 
-    def _synthetic_line(self, index: int) -> bytes:
+    def _synthetic_entity(self, index: int) -> tuple[RealEntity, int, random.Random]:
         world = self.world
         wid = f"Q{SYNTHETIC_BASE + 1 + index}"
         rng = _rng(self.seed, wid)
@@ -234,9 +249,26 @@ class SyntheticDump:
                     break
                 label = world.random_label(rng) + " " + world.random_label(rng)
             sitelinks = 0 if rng.random() < 0.7 else _heavy_tail(rng, 2.0)
-        entity = RealEntity(wid, label, description, ())
-        return _entity_json(rng, world, wid, entity, kind="item", sitelinks=min(sitelinks, 300),
+        return RealEntity(wid, label, description, ()), min(sitelinks, 300), rng
+
+    def _synthetic_line(self, index: int) -> bytes:
+        entity, sitelinks, rng = self._synthetic_entity(index)
+        return _entity_json(rng, self.world, entity.id, entity, kind="item", sitelinks=sitelinks,
                             label_languages=rng.randint(1, 12), statements=max(1, min(300, _heavy_tail(rng, 8.0, 0.9))))  # fmt: skip
+
+    def record(self, position: int) -> DumpRecord:
+        """The catalog record that parsing `line(position)` gives, without rendering the line (its statements
+        are most of the cost): how a 10M-item catalog is written without a 100 GB dump."""
+        before = self._reals_before(position)
+        if before < self.real and before * self.total // self.real == position:
+            entity, kind, sitelinks, _ = self._real_entity(before)
+        else:
+            (entity, sitelinks, _), kind = self._synthetic_entity(position - before), "item"
+        body = _entity_body(entity.id, entity, kind=kind, sitelinks=sitelinks, languages=LANGUAGES[:1])
+        result = record_from_entity(body, DEFAULT_LANGUAGES)
+        if result.record is None:
+            raise ValueError(f"synthetic entity {entity.id} gave no record: {result.reason}")
+        return result.record
 
     def lines(self, start: int, stop: int) -> Iterator[bytes]:
         for position in range(start, min(stop, self.total)):

@@ -4,6 +4,11 @@
 2. encode: each shard's memory rows -> embeddings;
 3. index: the vector indexes, rows, sitelink prior and manifest, written atomically over the target.
 
+`dump` may also be a catalog directory (shards + ledger, e.g. another build's `catalog/` or
+`pgmr memory synthetic-dump --catalog`): the parse stage is then skipped. Settings `cache_dir` (an embedding
+cache, e.g. a memory built from the data directory: `<memory>.cache`) and `drawn_vectors` (synthetic dumps
+only, `pgmr.memory.dump.drawn`) cut the encode stage's work.
+
 Stages 1 and 2 run on a Dask cluster (local by default). Their units are written one by one into a work
 directory beside the target (`<out>.build/`), so a build killed at any point resumes where it was and loses at
 most the units in flight; the memory it finally writes is the same as an uninterrupted build's. The work
@@ -20,13 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pgmr.failpoints import failpoint
 from pgmr.kg.dump.records import DEFAULT_LANGUAGES
+from pgmr.memory.cache import EmbeddingCache
 from pgmr.memory.dump.cluster import ClusterSettings, dask_client
-from pgmr.memory.dump.encode_stage import run_encode_stage
+from pgmr.memory.dump.drawn import DrawnVectors, prepare_drawn
+from pgmr.memory.dump.encode_stage import EncodeReport, run_encode_stage
 from pgmr.memory.dump.index_stage import build_memory
-from pgmr.memory.dump.parse_stage import ParseReport, ProgressCallback, run_parse_stage
-from pgmr.memory.dump.state import BuildIdentity, WorkDir
+from pgmr.memory.dump.parse_stage import ParseReport, ProgressCallback, catalog_report, run_parse_stage
+from pgmr.memory.dump.state import LEDGER, BuildIdentity, WorkDir
+from pgmr.memory.encoder import Encoder, normalize_rows
 from pgmr.memory.errors import PgmrMemoryError
 from pgmr.memory.store import Memory
 
@@ -47,6 +57,8 @@ class DumpBuildSettings:
     decompress_threads: int | None = None
     restart: bool = False
     keep_work: bool = True
+    cache_dir: Path | None = None  # an embedding cache to read vectors from (never written)
+    drawn_vectors: bool = False  # synthetic dumps: draw non-namesake synthetic items' vectors
 
     def __post_init__(self) -> None:
         if not self.languages or not all(isinstance(x, str) and x for x in self.languages):
@@ -60,9 +72,7 @@ class DumpBuildSettings:
 @dataclass(frozen=True)
 class DumpBuildReport:
     parse: ParseReport
-    encoded_shards: int
-    encoded_rows: int
-    encode_seconds: float
+    encode: EncodeReport
     index_seconds: float
     seconds: float
     work_dir: Path
@@ -83,48 +93,65 @@ def build_from_dump(
 ) -> tuple[Memory, DumpBuildReport]:
     settings = settings or DumpBuildSettings()
     dump, out_dir = Path(dump), Path(out_dir)
-    if not dump.is_file():
+    from_catalog = dump.is_dir()
+    if from_catalog and not (dump / LEDGER).is_file():
+        raise PgmrMemoryError(f"{dump} is a directory but not a catalog (it has no {LEDGER})")
+    if not from_catalog and not dump.is_file():
         raise PgmrMemoryError(f"no dump at {dump}")
     from pgmr.memory.encoders import load_encoder
 
     started = time.perf_counter()
     encoder = load_encoder(settings.encoder)
-    work = WorkDir(work_dir_for(out_dir))
+    work = WorkDir(work_dir_for(out_dir), catalog=dump if from_catalog else None)
+    cache = _cache(settings, encoder)
+    drawn = _drawn(work, encoder, cache) if settings.drawn_vectors else None
     work.open(
-        BuildIdentity.of(dump, settings.languages, settings.lines_per_chunk, encoder.name),
-        restart=settings.restart,
-    )
-    with dask_client(settings.cluster) as client:
-        parse = run_parse_stage(
-            client,
-            work,
+        BuildIdentity.of(
             dump,
             settings.languages,
             settings.lines_per_chunk,
-            progress,
-            settings.decompress_threads,
-        )
+            encoder.name,
+            drawn.describe() if drawn else "encoded",
+        ),
+        restart=settings.restart,
+    )
+    with dask_client(settings.cluster) as client:
+        if from_catalog:
+            parse = catalog_report(work, 0, 0, 0.0)
+        else:
+            parse = run_parse_stage(
+                client,
+                work,
+                dump,
+                settings.languages,
+                settings.lines_per_chunk,
+                progress,
+                settings.decompress_threads,
+            )
         failpoint("dump.parsed")
         if parse.records == 0:
             raise PgmrMemoryError(
                 f"{dump} gave no entity with a label in {', '.join(settings.languages)} "
                 f"({parse.lines} lines; {_problems(parse)}); nothing to build a memory from"
             )
-        encoded_shards, encoded_rows, encode_seconds = run_encode_stage(
-            client, work, encoder.name, settings.batch_size, progress
+        encode = run_encode_stage(
+            client, work, encoder.name, encoder.dimension, settings.batch_size, progress, cache, drawn
         )
     failpoint("dump.encoded")
     memory, index_seconds = build_memory(
-        work, encoder, settings.index_kind, settings.index_options, index_backend=settings.index_backend
+        work,
+        encoder,
+        settings.index_kind,
+        settings.index_options,
+        index_backend=settings.index_backend,
+        vectors=drawn.describe() if drawn else "encoded",
     )
     memory.save(out_dir)
     if not settings.keep_work:
         shutil.rmtree(work.path, ignore_errors=True)
     report = DumpBuildReport(
         parse=parse,
-        encoded_shards=encoded_shards,
-        encoded_rows=encoded_rows,
-        encode_seconds=encode_seconds,
+        encode=encode,
         index_seconds=index_seconds,
         seconds=time.perf_counter() - started,
         work_dir=work.path,
@@ -133,6 +160,39 @@ def build_from_dump(
         prior_ids=len(memory.prior_counts),
     )
     return memory, report
+
+
+def _cache(settings: DumpBuildSettings, encoder: Encoder) -> EmbeddingCache | None:
+    if settings.cache_dir is None:
+        return None
+    if not Path(settings.cache_dir).is_dir():
+        raise PgmrMemoryError(f"no embedding cache at {settings.cache_dir}")
+    return EmbeddingCache(settings.cache_dir, encoder.name, encoder.dimension)
+
+
+def _drawn(work: WorkDir, encoder: Encoder, cache: EmbeddingCache | None) -> DrawnVectors:
+    """The drawing pool comes from the catalog's real rows: cached vectors where the cache has them."""
+    shards = work.catalog_shards()
+    if not shards:
+        raise PgmrMemoryError(
+            "--drawn-vectors needs a catalog to start from (a catalog directory as the dump)"
+        )
+
+    def encode(texts: list[str]) -> np.ndarray:
+        # The cache is read, never written: it belongs to another memory.
+        if cache is None:
+            vectors, missing = (
+                np.zeros((len(texts), encoder.dimension), dtype=np.float32),
+                list(range(len(texts))),
+            )
+        else:
+            vectors, missing = cache.lookup(texts)
+        if missing:
+            new = encoder.encode([texts[i] for i in missing], batch_size=128)
+            vectors[missing] = normalize_rows(np.asarray(new, dtype=np.float32))
+        return vectors
+
+    return prepare_drawn(shards, encode)
 
 
 def _problems(parse: ParseReport) -> str:

@@ -1,14 +1,17 @@
 """The encode stage: each catalog shard's memory rows -> their embeddings, one vector file per shard.
 
-Workers load the encoder once per process and encode whole shards; this process writes each shard's vectors
-atomically as they come back. A shard's rows are `memory_rows` of its records, a deterministic function of the
-shard, so the index stage can pair them with the vectors without storing the texts twice.
+This process plans each shard: texts an embedding cache holds (`--cache`, e.g. an earlier memory's) and, for
+synthetic dumps, drawn vectors (`pgmr.memory.dump.drawn`) are filled in here; the rest go to the workers,
+which load the encoder once per process. Each shard's vectors are written atomically as they come back.
+A shard's rows are `memory_rows` of its records, a deterministic function of the shard, so the index stage
+can pair them with the vectors without storing the texts twice.
 """
 
 from __future__ import annotations
 
 import io
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,27 +20,17 @@ import pyarrow.parquet as pq
 
 from pgmr.failpoints import failpoint
 from pgmr.jsonl import atomic_write_bytes
-from pgmr.kg.catalog import CatalogEntry
+from pgmr.memory.cache import EmbeddingCache
+from pgmr.memory.dump.catalog_rows import shard_rows
 from pgmr.memory.dump.cluster import worker_count
+from pgmr.memory.dump.drawn import DrawnVectors
 from pgmr.memory.dump.parse_stage import ProgressCallback, StageProgress
 from pgmr.memory.dump.state import WorkDir
 from pgmr.memory.encoder import Encoder, normalize_rows
 from pgmr.memory.errors import MemoryCorruptError, PgmrMemoryError
-from pgmr.memory.rows import MemoryRow, memory_rows
+from pgmr.memory.rows import MemoryRow
 
 _ENCODERS: dict[str, Encoder] = {}
-
-
-def shard_rows(table: Any) -> list[MemoryRow]:
-    """The memory rows of a catalog shard (a pyarrow table), in the order their vectors are stored."""
-    columns = table.select(["id", "label", "description", "aliases"]).to_pydict()
-    entries = [
-        CatalogEntry(wid, label, description, tuple(aliases or ()))
-        for wid, label, description, aliases in zip(
-            columns["id"], columns["label"], columns["description"], columns["aliases"], strict=True
-        )
-    ]
-    return memory_rows(entries)
 
 
 def _worker_encoder(name: str) -> Encoder:
@@ -49,19 +42,61 @@ def _worker_encoder(name: str) -> Encoder:
     return encoder
 
 
-def encode_shard(parquet: bytes, encoder_name: str, batch_size: int) -> bytes:
-    """A shard's vectors as `.npy` bytes (float32, unit rows, one per memory row)."""
+def encode_texts(texts: list[str], encoder_name: str, batch_size: int) -> bytes:
+    """Unit vectors of texts as `.npy` bytes (float32): the unit of work a worker runs."""
     encoder = _worker_encoder(encoder_name)
-    rows = shard_rows(pq.read_table(io.BytesIO(parquet)))
-    texts = list(dict.fromkeys(row.text for row in rows))
     vectors = np.zeros((0, encoder.dimension), dtype=np.float32)
     if texts:
         vectors = normalize_rows(np.asarray(encoder.encode(texts, batch_size=batch_size), dtype=np.float32))
-        position = {text: i for i, text in enumerate(texts)}
-        vectors = vectors[[position[row.text] for row in rows]]
     buffer = io.BytesIO()
     np.save(buffer, vectors, allow_pickle=False)
     return buffer.getvalue()
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """A shard's rows, and which of its unique texts come from where: the cache, drawing, or the encoder."""
+
+    shard: Path
+    rows: list[MemoryRow]
+    texts: list[str]
+    vectors: np.ndarray  # (len(texts), dimension): cached and drawn rows filled in, the rest zero
+    to_encode: list[int]  # positions in `texts`
+    drawn: int
+
+    def assemble(self, encoded: np.ndarray) -> bytes:
+        vectors = self.vectors
+        if self.to_encode:
+            vectors[self.to_encode] = encoded
+        position = {text: i for i, text in enumerate(self.texts)}
+        buffer = io.BytesIO()
+        np.save(buffer, vectors[[position[row.text] for row in self.rows]], allow_pickle=False)
+        return buffer.getvalue()
+
+
+def plan_shard(
+    shard: Path, dimension: int, cache: EmbeddingCache | None, drawn: DrawnVectors | None
+) -> ShardPlan:
+    rows = shard_rows(pq.read_table(shard))
+    texts = list(dict.fromkeys(row.text for row in rows))
+    vectors = np.zeros((len(texts), dimension), dtype=np.float32)
+    missing = list(range(len(texts)))
+    if cache is not None and texts:
+        vectors, missing = cache.lookup(texts)
+    drawn_count = 0
+    if drawn is not None and missing:
+        # A text is drawn when every row that has it is drawn (a namesake's text is encoded).
+        row_of = {}
+        for row in rows:
+            if row.text not in row_of or not drawn.drawn(row):
+                row_of[row.text] = row
+        chosen = [i for i in missing if drawn.drawn(row_of[texts[i]])]
+        if chosen:
+            vectors[chosen] = drawn.vectors([row_of[texts[i]] for i in chosen])
+            drawn_count = len(chosen)
+            chosen_set = set(chosen)
+            missing = [i for i in missing if i not in chosen_set]
+    return ShardPlan(shard, rows, texts, vectors, missing, drawn_count)
 
 
 def read_vectors(path: Path, rows: int, dimension: int) -> np.ndarray:
@@ -77,55 +112,74 @@ def read_vectors(path: Path, rows: int, dimension: int) -> np.ndarray:
     return vectors
 
 
+@dataclass(frozen=True)
+class EncodeReport:
+    shards_now: int  # shards encoded in this call (the rest had vectors already)
+    rows_now: int
+    encoded_texts: int  # texts that went through the encoder
+    cached_texts: int
+    drawn_texts: int
+    seconds: float
+
+
 def run_encode_stage(
     client: Any,
     work: WorkDir,
     encoder_name: str,
+    dimension: int,
     batch_size: int = 128,
     progress: ProgressCallback | None = None,
-) -> tuple[int, int, float]:
-    """(shards encoded now, rows encoded now, seconds); shards with a vector file already are skipped."""
+    cache: EmbeddingCache | None = None,
+    drawn: DrawnVectors | None = None,
+) -> EncodeReport:
+    """Vectors for every catalog shard that has none yet. This process plans each shard (cache lookups and
+    drawn vectors, both cheap) and sends only the texts to encode to the workers."""
     from distributed import wait
 
     started = time.perf_counter()
     shards = work.catalog_shards()
     todo = [s for s in shards if not work.vector_file(s).is_file()]
     limit = 2 * worker_count(client)
-    in_flight: dict[Any, Path] = {}
-    done_now = rows_now = 0
+    in_flight: dict[Any, ShardPlan] = {}
+    done_now = rows_now = encoded = cached = drawn_now = 0
     finished_before = len(shards) - len(todo)
 
+    def finish(plan: ShardPlan, encoded_vectors: np.ndarray) -> None:
+        nonlocal done_now, rows_now, encoded, cached, drawn_now
+        atomic_write_bytes(work.vector_file(plan.shard), plan.assemble(encoded_vectors))
+        failpoint("dump.vectors")
+        done_now += 1
+        rows_now += len(plan.rows)
+        encoded += len(plan.to_encode)
+        drawn_now += plan.drawn
+        cached += len(plan.texts) - len(plan.to_encode) - plan.drawn
+        if progress:
+            progress(
+                StageProgress(
+                    "encode", finished_before + done_now, len(shards), rows_now, time.perf_counter() - started
+                )
+            )
+
     def collect(futures: list[Any]) -> None:
-        nonlocal done_now, rows_now
         for future in futures:
-            shard = in_flight.pop(future)
+            plan = in_flight.pop(future)
             try:
                 data = future.result()
             except Exception as exc:
-                raise PgmrMemoryError(f"encoding {shard.name} failed: {exc}") from exc
-            atomic_write_bytes(work.vector_file(shard), data)
-            failpoint("dump.vectors")
-            done_now += 1
-            rows_now += int(np.load(io.BytesIO(data), allow_pickle=False).shape[0])
-            if progress:
-                progress(
-                    StageProgress(
-                        "encode",
-                        finished_before + done_now,
-                        len(shards),
-                        rows_now,
-                        time.perf_counter() - started,
-                    )
-                )
+                raise PgmrMemoryError(f"encoding {plan.shard.name} failed: {exc}") from exc
+            finish(plan, np.load(io.BytesIO(data), allow_pickle=False))
 
     for shard in todo:
+        plan = plan_shard(shard, dimension, cache, drawn)
+        if not plan.to_encode:
+            finish(plan, np.zeros((0, dimension), dtype=np.float32))
+            continue
         while len(in_flight) >= limit:
             finished, _ = wait(list(in_flight), return_when="FIRST_COMPLETED")
             collect(list(finished))
-        in_flight[client.submit(encode_shard, shard.read_bytes(), encoder_name, batch_size, pure=False)] = (
-            shard
-        )
+        texts = [plan.texts[i] for i in plan.to_encode]
+        in_flight[client.submit(encode_texts, texts, encoder_name, batch_size, pure=False)] = plan
     if in_flight:
         wait(list(in_flight))
         collect(list(in_flight))
-    return done_now, rows_now, time.perf_counter() - started
+    return EncodeReport(done_now, rows_now, encoded, cached, drawn_now, time.perf_counter() - started)

@@ -147,10 +147,10 @@ def run_parse_stage(
         raise PgmrMemoryError(str(exc)) from None
     if progress:
         progress(StageProgress("parse", total, total, parsed_items, time.perf_counter() - started))
-    return _report(work, parsed_now, parsed_items, time.perf_counter() - started)
+    return catalog_report(work, parsed_now, parsed_items, time.perf_counter() - started)
 
 
-def _report(work: WorkDir, parsed_now: int, parsed_items: int, seconds: float) -> ParseReport:
+def catalog_report(work: WorkDir, parsed_now: int, parsed_items: int, seconds: float) -> ParseReport:
     chunks = work.chunks()
     counts = dict.fromkeys(REASONS, 0)
     samples: dict[str, list[str]] = {}

@@ -39,11 +39,23 @@ class BuildIdentity:
     languages: tuple[str, ...]
     lines_per_chunk: int
     encoder: str
+    # How vectors are made: "encoded", or "drawn ..." for synthetic items (pgmr.memory.dump.drawn).
+    vectors: str = "encoded"
 
     @classmethod
-    def of(cls, dump: Path, languages: tuple[str, ...], lines_per_chunk: int, encoder: str) -> BuildIdentity:
-        stat = dump.stat()
-        return cls(str(dump.resolve()), stat.st_size, stat.st_mtime_ns, languages, lines_per_chunk, encoder)
+    def of(
+        cls,
+        dump: Path,
+        languages: tuple[str, ...],
+        lines_per_chunk: int,
+        encoder: str,
+        vectors: str = "encoded",
+    ) -> BuildIdentity:
+        # A catalog directory is identified by its ledger, which changes whenever a shard is added.
+        stat = (dump / LEDGER).stat() if dump.is_dir() else dump.stat()
+        return cls(
+            str(dump.resolve()), stat.st_size, stat.st_mtime_ns, languages, lines_per_chunk, encoder, vectors
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "languages": list(self.languages)}
@@ -65,9 +77,13 @@ class ChunkRecord:
 
 
 class WorkDir:
-    def __init__(self, path: Path) -> None:
+    """`catalog` given: the build starts from that catalog directory (one written earlier, or a synthetic one
+    from `pgmr memory synthetic-dump --catalog`), read only, and the parse stage is skipped."""
+
+    def __init__(self, path: Path, catalog: Path | None = None) -> None:
         self.path = path
-        self.catalog = path / "catalog"
+        self.external_catalog = catalog is not None
+        self.catalog = catalog if catalog is not None else path / "catalog"
         self.vectors = path / "vectors"
 
     def open(self, identity: BuildIdentity, *, restart: bool) -> None:
@@ -89,7 +105,8 @@ class WorkDir:
             raise PgmrMemoryError(
                 f"{self.path} exists and is not a pgmr dump build; remove it or choose another --out"
             )
-        self.catalog.mkdir(parents=True, exist_ok=True)
+        if not self.external_catalog:
+            self.catalog.mkdir(parents=True, exist_ok=True)
         self.vectors.mkdir(parents=True, exist_ok=True)
         atomic_write_text(build_file, json.dumps(identity.to_json(), indent=2) + "\n")
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from pgmr.memory.errors import IndexTrainingError
 
-INDEX_KINDS = ("flat", "hnsw", "ivfpq")
+FAISS_KINDS = ("flat", "hnsw", "ivfpq")
 
 
 # When exact search sends a call's queries through BLAS (one matrix product over the stored vectors) instead of
@@ -69,8 +69,8 @@ class FaissIndex:
         nbits: int = 8,
         nprobe: int = 16,
     ) -> None:
-        if kind not in INDEX_KINDS:
-            raise ValueError(f"unknown index kind {kind!r}; choose one of {', '.join(INDEX_KINDS)}")
+        if kind not in FAISS_KINDS:
+            raise ValueError(f"unknown index kind {kind!r}; choose one of {', '.join(FAISS_KINDS)}")
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
         if m is not None and dimension % m:
@@ -136,6 +136,11 @@ class FaissIndex:
         if self._index is None:
             self._index = self._train_ivfpq(vectors)
         self._index.add(vectors)
+
+    def train(self, sample: np.ndarray) -> None:
+        """ivfpq: train on a sample before rows are added in parts (other kinds need no training)."""
+        if self._kind == "ivfpq" and self._index is None:
+            self._index = self._train_ivfpq(self._check(sample, "the training sample"))
 
     def _train_ivfpq(self, vectors: np.ndarray) -> Any:
         faiss = _faiss()

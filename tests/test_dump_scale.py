@@ -1,0 +1,181 @@
+"""What the 10M-item measurements rest on: synthetic catalogs written without a dump, memory-mapped Arrow rows,
+builds from a catalog directory with an embedding cache and drawn vectors, and the re-ranked IVF-PQ index."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pgmr.config import resolve_data_dir
+from pgmr.kg.dump import read_shard, record_from_line
+from pgmr.kg.dump.synthetic import SYNTHETIC_BASE, SyntheticDump, load_real
+from pgmr.memory import Memory, PgmrMemoryError, read_manifest
+from pgmr.memory.cache import EmbeddingCache
+from pgmr.memory.dump import ClusterSettings, DumpBuildSettings, build_from_dump
+from pgmr.memory.dump.catalog_rows import shard_rows
+from pgmr.memory.dump.synthetic_catalog import write_synthetic_catalog
+from pgmr.memory.row_table import ArrowRows, ListRows, write_arrow_rows
+from pgmr.memory.rows import MemoryRow
+
+DATA_DIR = resolve_data_dir(None)
+pytestmark = pytest.mark.slow
+if not (DATA_DIR / "memory").is_dir():
+    pytest.skip("no ../shared/data", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def real() -> tuple[list, list]:  # type: ignore[type-arg]
+    entities, properties = load_real(DATA_DIR)
+    return random.Random(2).sample(entities, 300), properties[:80]
+
+
+@pytest.fixture(scope="module")
+def world(real) -> SyntheticDump:  # type: ignore[no-untyped-def]
+    return SyntheticDump(*real, 700, seed=5, homonym_rate=0.3)
+
+
+def test_a_synthetic_record_is_what_parsing_its_dump_line_gives(world: SyntheticDump) -> None:
+    for position in range(0, world.total, 7):
+        parsed = record_from_line(world.line(position)).record
+        assert parsed is not None
+        assert world.record(position) == parsed, position
+
+
+def test_a_synthetic_catalog_resumes_and_refuses_another_dump(
+    world: SyntheticDump, real, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    catalog = tmp_path / "catalog"
+    shards = write_synthetic_catalog(catalog, world, lines_per_chunk=200, workers=2)
+    assert shards == len(list(catalog.glob("shard-*.parquet"))) == -(-world.total // 200)
+    ids = [
+        i for shard in sorted(catalog.glob("shard-*.parquet")) for i in read_shard(shard)["id"].to_pylist()
+    ]
+    assert ids == [world.record(p).id for p in range(world.total)]
+    # A shard lost (a kill before its ledger line) is written again; the others are kept as they are.
+    lost = catalog / "shard-00001.parquet"
+    lost.unlink()
+    kept = (catalog / "shard-00000.parquet").stat().st_mtime_ns
+    write_synthetic_catalog(catalog, world, lines_per_chunk=200)
+    assert lost.is_file() and (catalog / "shard-00000.parquet").stat().st_mtime_ns == kept
+    other = SyntheticDump(*real, 10, seed=9)
+    with pytest.raises(PgmrMemoryError, match="another synthetic dump"):
+        write_synthetic_catalog(catalog, other, lines_per_chunk=200)
+
+
+def _rows() -> list[MemoryRow]:
+    rows = []
+    for n in (5, 900_000_123, 64, 5, 31, 64):
+        wid = f"Q{n}"
+        rows.append(MemoryRow(wid, f"label {n}", f"about {n}", f"label {n}, about {n}", False, f"label {n}"))
+    rows.append(MemoryRow("Q5", "label 5", "about 5", "human, about 5", True, "human"))
+    rows.append(MemoryRow("Q7", "label 7", None, "label 7", False, "label 7"))
+    return rows
+
+
+def test_arrow_rows_answer_as_rows_in_memory_do(tmp_path: Path) -> None:
+    rows = _rows()
+    path = tmp_path / "entities.rows.arrow"
+    write_arrow_rows(path, iter(rows))
+    on_disk, in_memory = ArrowRows(path), ListRows(rows)
+    assert list(on_disk) == list(in_memory) == rows
+    assert [on_disk[i] for i in range(len(rows))] == rows
+    assert len(on_disk) == len(in_memory)
+    assert on_disk.ids() == in_memory.ids() and on_disk.id_count() == in_memory.id_count() == 5
+    for wid in ("Q5", "Q64", "Q900000123", "Q7", "Q8", "P31"):
+        assert on_disk.positions(wid) == in_memory.positions(wid), wid
+    # Owners are equal exactly for rows of one ID, whatever integers each table uses.
+    for owners in (on_disk.owners, in_memory.owners):
+        same = owners[:, None] == owners[None, :]
+        assert same.tolist() == [[a.id == b.id for b in rows] for a in rows]
+
+
+def test_a_damaged_arrow_rows_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "entities.rows.arrow"
+    write_arrow_rows(path, iter(_rows()))
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(PgmrMemoryError, match="rebuild|unreadable|corrupt"):
+        ArrowRows(path)
+
+
+@pytest.fixture(scope="module")
+def catalog(world: SyntheticDump, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("catalog") / "catalog"
+    write_synthetic_catalog(path, world, lines_per_chunk=250, workers=1)
+    return path
+
+
+@pytest.fixture(scope="module")
+def cache(catalog: Path, encoder, tmp_path_factory: pytest.TempPathFactory) -> Path:  # type: ignore[no-untyped-def]
+    """An embedding cache holding the real rows' texts, as a memory built from the data directory leaves one."""
+    from pgmr.memory.dump.drawn import real_rows
+
+    directory = tmp_path_factory.mktemp("cache")
+    texts = sorted({row.text for row in real_rows(sorted(catalog.glob("shard-*.parquet")))})
+    store = EmbeddingCache(directory, encoder.name, encoder.dimension)
+    store.put(texts, encoder.encode(texts))
+    store.save()
+    return directory
+
+
+def test_a_build_from_a_catalog_with_cache_and_drawn_vectors_encodes_only_namesakes(  # type: ignore[no-untyped-def]
+    catalog: Path, cache: Path, world: SyntheticDump, real, tmp_path: Path, encoder
+) -> None:
+    settings = DumpBuildSettings(
+        cluster=ClusterSettings(workers=1), cache_dir=cache, drawn_vectors=True, index_kind="ivfpq-rerank",
+        index_options={"nlist": 8, "m": 16, "nprobe": 8},
+    )  # fmt: skip
+    out = tmp_path / "memory"
+    memory, report = build_from_dump(catalog, out, settings)
+    assert report.parse.parsed_now == 0 and report.parse.records == world.total
+    per_shard = [shard_rows(read_shard(shard)) for shard in sorted(catalog.glob("shard-*.parquet"))]
+    rows = [row for shard in per_shard for row in shard]
+    real_rows = [r for r in rows if int(r.id[1:]) <= SYNTHETIC_BASE]
+    real_surfaces = {(r.surface or r.label).casefold() for r in real_rows}
+    real_texts = {r.text for r in real_rows}
+    synthetic = [r for r in rows if int(r.id[1:]) > SYNTHETIC_BASE]
+    namesakes = {r.text for r in synthetic if (r.surface or r.label).casefold() in real_surfaces}
+    drawn = {r.text for r in synthetic} - namesakes
+    assert namesakes and drawn
+    # Real rows come from the cache; the namesakes are encoded and the rest drawn (each shard on its own).
+    assert report.encode.encoded_texts == sum(
+        len({r.text for r in shard} & namesakes - real_texts) for shard in per_shard
+    )
+    assert report.encode.drawn_texts == sum(len({r.text for r in shard} & drawn) for shard in per_shard)
+    manifest = read_manifest(out)
+    assert manifest.vectors.startswith("drawn") and manifest.dictionaries["entity"].rows_file.endswith(
+        ".arrow"
+    )
+    assert manifest.index_kind == "ivfpq-rerank"
+    loaded = Memory.load(out, encoder)
+    assert isinstance(loaded.entities.rows, ArrowRows) and len(loaded.entities) == len(memory.entities)
+    # A real entity is found by its own label and description through the re-ranked index.
+    named = next(e for e in real[0] if e.description)
+    hits = loaded.entities.search([f"{named.label}, {named.description}"], k=5)[0]
+    assert hits[0].id == named.id
+    # A drawn vector is a unit vector stored like an encoded one: searching with it finds its own row first.
+    some = next(r for r in synthetic if r.text in drawn)
+    position = loaded.entities.rows.positions(some.id)[0]
+    vector = loaded.entities.index.reconstruct(np.array([position]))
+    assert abs(float(np.linalg.norm(vector[0])) - 1.0) < 1e-2
+    scores, found = loaded.entities.index.search(vector, 3)
+    assert loaded.entities.rows[int(found[0][0])].text == loaded.entities.rows[position].text
+    # Building again from the same work directory encodes nothing.
+    _, again = build_from_dump(catalog, out, settings)
+    assert again.encode.shards_now == 0
+    assert json.loads((out / "manifest.json").read_text())["vectors"] == manifest.vectors
+
+
+def test_drawn_vectors_are_refused_for_a_dump_file(world: SyntheticDump, tmp_path: Path) -> None:
+    """Drawing is for synthetic catalogs (`pgmr memory synthetic-dump --catalog`), not for a real dump."""
+    from pgmr.kg.dump.synthetic import write_synthetic_dump
+
+    dump = tmp_path / "latest-all.json.gz"
+    write_synthetic_dump(dump, SyntheticDump(world.world.entities[:20], world.world.properties[:5], 5))
+    settings = DumpBuildSettings(cluster=ClusterSettings(workers=1), drawn_vectors=True)
+    with pytest.raises(PgmrMemoryError, match="needs a catalog"):
+        build_from_dump(dump, tmp_path / "memory", settings)
+    assert not (tmp_path / "memory").exists()
