@@ -206,6 +206,12 @@ def distractors(
     ),
     seed: int = SEED_OPTION,
     predictions: Path | None = PREDICTIONS_OPTION,
+    grown: list[Path] = typer.Option(
+        [],
+        "--grown",
+        help="A memory built elsewhere (e.g. from a synthetic dump, docs/scale.md) to resolve the same outputs "
+        "against after the sizes; repeat for several",
+    ),
 ) -> None:
     """The pgmr model's outputs (generated once) resolved against memories grown around the gold entities."""
     from pgmr.experiments import distractors as experiment
@@ -238,7 +244,7 @@ def distractors(
     execute(
         experiment.NAME,
         ws,
-        lambda: experiment.run(ws, sizes=parsed_sizes, seed=seed, predictions=predictions),
+        lambda: experiment.run(ws, sizes=parsed_sizes, seed=seed, predictions=predictions, grown=grown),
     )
 
 

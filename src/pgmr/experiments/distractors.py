@@ -61,8 +61,15 @@ def parse_sizes(text: str) -> list[int | None]:
 
 
 def run(
-    ws: Workspace, *, sizes: Sequence[int | None], seed: int = 0, predictions: Path | None = None
+    ws: Workspace,
+    *,
+    sizes: Sequence[int | None],
+    seed: int = 0,
+    predictions: Path | None = None,
+    grown: Sequence[Path] = (),
 ) -> dict[str, Any]:
+    """`grown`: memories built elsewhere (e.g. `pgmr memory build --from-dump` of a synthetic dump) to resolve
+    the same outputs against after the sizes; each is labelled by its entity count."""
     records = ws.load_test(DATASET)
     if not records:
         raise ExperimentError(f"{DATASET} has no records")
@@ -74,11 +81,21 @@ def run(
     others = sorted(in_memory - set(gold))
     random.Random(seed).shuffle(others)
     results: list[dict[str, Any]] = []
-    for size in sizes:
-        label = "full" if size is None else f"{size}x"
-        if size is None:
+    from pgmr.memory import Memory, PgmrMemoryError
+
+    for size in [*sizes, *grown]:
+        if isinstance(size, Path):
+            try:
+                memory = Memory.load(size, ws.memory.encoder, verify=False)
+            except PgmrMemoryError as exc:
+                raise ExperimentError(str(exc)) from None
+            label = f"grown-{len(memory.entities) // 1000}k"
+            extra = len(memory.entities) - len(gold)
+        elif size is None:
+            label = "full"
             memory, extra = full, len(in_memory) - len(gold)
         else:
+            label = f"{size}x"
             wanted_extra = size * len(gold)
             if wanted_extra > len(others):
                 ws.reporter.warn(f"{label}: only {len(others)} other entities in the memory")
@@ -107,7 +124,9 @@ def run(
         )
         results.append(
             {
-                "size": size,
+                "size": str(size) if isinstance(size, Path) else size,
+                "prior": memory.prior_source,
+                "vectors": memory.manifest.vectors,
                 "label": label,
                 "entities_in_memory": len(memory.entities),
                 "entity_rows": len(memory.entities.rows),
@@ -159,9 +178,15 @@ def tables(doc: Mapping[str, Any]) -> str:
         for r in doc.get("results", [])
     ]
     header = ["memory", "entities", "entity rows", "Query EM", "SQM", "URI EM", "BLEU", "refused", "invalid"]
+    grown = [
+        f"`{r['label']}`: prior {r.get('prior') or 'ID numbers'}; vectors {r.get('vectors', 'encoded')}"
+        for r in doc.get("results", [])
+        if str(r["label"]).startswith("grown")
+    ]
     return "\n".join(
         [
             md_table(header, rows),
+            *(["", "Grown memories (docs/scale.md): " + "; ".join(grown) + "."] if grown else []),
             "",
             f"{doc.get('gold_entities')} gold entities of {doc['settings']['questions']} questions "
             f"({doc.get('gold_entities_not_in_memory', 0)} not in the memory at all); "
