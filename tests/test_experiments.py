@@ -599,6 +599,17 @@ def test_distractors_resolve_one_set_of_outputs_against_growing_memories(
     assert (out / "distractors.png").read_bytes().startswith(PNG)
     assert len(list(read_jsonl(out / "generated.jsonl"))) == 12
 
+    # --grown: the same outputs against a memory built elsewhere (here the full one again), labelled by size.
+    grown_out = tmp_path / "grown"
+    result = _invoke(data_dir, *args[:1], "--out", str(grown_out), *args[3:], "--predictions", str(oracle),
+                     "--sizes", "", "--grown", str(memory_dir))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (grown,) = _metrics(grown_out)["results"]
+    assert grown["label"].startswith("grown-") and grown["vectors"] == "encoded"
+    assert grown["overall"]["query_em"] == results["full"]["overall"]["query_em"]
+    result = _invoke(data_dir, *args[:1], "--out", str(grown_out), *args[3:], "--sizes", "")
+    assert result.exit_code == 2 and "no size" in result.output
+
     # With the model: its outputs are generated once, then resolved per size.
     out2 = tmp_path / "with-model"
     result = _invoke(

@@ -218,7 +218,7 @@ def distractors(
     from pgmr.experiments.common import ExperimentError
 
     try:
-        parsed_sizes = experiment.parse_sizes(sizes)
+        parsed_sizes = experiment.parse_sizes(sizes, allow_none=bool(grown))
     except ExperimentError as exc:
         print_error(exc)
         raise typer.Exit(2) from None

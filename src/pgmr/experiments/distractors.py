@@ -39,8 +39,9 @@ DATASET = "lcquad2-test"
 DEFAULT_SIZES = "1,3,5,9,full"
 
 
-def parse_sizes(text: str) -> list[int | None]:
-    """ "1,3,5,9,full" -> [1, 3, 5, 9, None] (None: the whole memory). Raises ExperimentError."""
+def parse_sizes(text: str, allow_none: bool = False) -> list[int | None]:
+    """ "1,3,5,9,full" -> [1, 3, 5, 9, None] (None: the whole memory); "" -> [] when `allow_none` (only
+    --grown memories). Raises ExperimentError."""
     sizes: list[int | None] = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         if part == "full":
@@ -53,7 +54,7 @@ def parse_sizes(text: str) -> list[int | None]:
         if value < 0:
             raise ExperimentError(f"--sizes: {value} is negative")
         sizes.append(value)
-    if not sizes:
+    if not sizes and not allow_none:
         raise ExperimentError("--sizes names no size")
     if len(set(sizes)) != len(sizes):
         raise ExperimentError("--sizes names a size twice")
