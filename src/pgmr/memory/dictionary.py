@@ -116,13 +116,14 @@ class MemoryDictionary:
     def similarities(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
         """Best similarity of one query vector to each given ID's rows, for IDs the search did not return."""
         positions = {i: self.rows.positions(i) for i in ids}
+        owners = [wid for wid, rows in positions.items() for _ in rows]
         row_ids = np.array([r for rows in positions.values() for r in rows], dtype=np.int64)
         if not len(row_ids):
             return {}
         scores = self.index.reconstruct(row_ids) @ np.asarray(vector, dtype=np.float32)
         best: dict[str, float] = {}
-        for row_id, score in zip(row_ids.tolist(), scores.tolist(), strict=True):
-            wid = self.rows[row_id].id
+        # Owners come from the lookup itself: reading rows back would cost a row object per vector.
+        for wid, score in zip(owners, scores.tolist(), strict=True):
             best[wid] = max(best.get(wid, float("-inf")), score)
         return best
 
