@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -179,3 +181,75 @@ def test_drawn_vectors_are_refused_for_a_dump_file(world: SyntheticDump, tmp_pat
     with pytest.raises(PgmrMemoryError, match="needs a catalog"):
         build_from_dump(dump, tmp_path / "memory", settings)
     assert not (tmp_path / "memory").exists()
+
+
+@pytest.mark.parametrize("kind", ["ivfpq", "ivfpq-rerank"])
+def test_lists_grow_with_the_rows_to_come_not_with_the_training_sample(kind: str) -> None:
+    """A dump build trains on a 200k-row sample of ~20M rows: lists sized for the sample (~450) would make
+    each probe scan ~50k rows at 10M items. They follow the rows to come, as far as the sample can train."""
+    from pgmr.memory.index import create_index
+
+    sample = np.random.default_rng(0).standard_normal((4_000, 32)).astype(np.float32)
+    sample /= np.linalg.norm(sample, axis=1, keepdims=True)
+    alone = create_index(kind, 32, m=8, nbits=4)
+    alone.train(sample)  # type: ignore[attr-defined]
+    grown = create_index(kind, 32, m=8, nbits=4)
+    grown.train(sample, rows=1_000_000)  # type: ignore[attr-defined]
+    few = create_index(kind, 32, m=8, nbits=4)
+    few.train(sample, rows=4_900)  # type: ignore[attr-defined]
+    grown.add(sample)
+    alone.add(sample)
+    few.add(sample)
+    # sqrt(4,000) = 63 lists; sqrt(1M) = 1,000, capped at 4,000 // 39 = 102 trained ones; sqrt(4,900) = 70.
+    assert [i.options()["nlist"] for i in (alone, grown, few)] == [63, 102, 70]
+
+
+def test_saving_a_reranked_index_renames_its_scratch_file_and_it_stays_usable(tmp_path: Path) -> None:
+    """At 10M items the float16 vectors are ~17 GB: `save` finishes the scratch file in place instead of copying
+    it. The saved file loads; the index keeps searching and can grow and be saved again."""
+    from pgmr.memory.indexes.reranked_ivfpq import RerankedIVFPQ
+
+    rng = np.random.default_rng(1)
+    vectors = rng.standard_normal((3_000, 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = RerankedIVFPQ(32, nlist=16, m=8, nbits=6, nprobe=16, rerank=50, scratch_dir=str(tmp_path))
+    index.add(vectors[:2_000])
+    scratch = {p.name for p in tmp_path.glob("pgmr-vectors-*")}
+    assert len(scratch) == 1
+    index.save(tmp_path / "first.index")
+    assert not list(tmp_path.glob("pgmr-vectors-*"))  # renamed, not copied
+    assert oct((tmp_path / "first.index").stat().st_mode & 0o777) == oct(0o644)
+    _, found = index.search(vectors[:5], 1)
+    assert found[:, 0].tolist() == [0, 1, 2, 3, 4]
+    index.add(vectors[2_000:])  # a new scratch file, holding all 3,000 rows
+    index.save(tmp_path / "second.index")
+    first, second = (
+        RerankedIVFPQ.load(tmp_path / "first.index"),
+        RerankedIVFPQ.load(tmp_path / "second.index"),
+    )
+    assert (len(first), len(second)) == (2_000, 3_000)
+    np.testing.assert_allclose(second.reconstruct(np.arange(3_000)), vectors, atol=2e-3)
+    _, found = second.search(vectors[2_995:], 1)
+    assert found[:, 0].tolist() == [2_995, 2_996, 2_997, 2_998, 2_999]
+
+
+def test_a_scratch_file_on_another_file_system_is_copied(tmp_path: Path) -> None:
+    from pgmr.memory.indexes.reranked_ivfpq import RerankedIVFPQ
+
+    other = Path("/dev/shm")
+    if not other.is_dir() or other.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("needs a second file system (/dev/shm)")
+    scratch = Path(tempfile.mkdtemp(dir=other))
+    try:
+        vectors = np.random.default_rng(2).standard_normal((1_000, 32)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        index = RerankedIVFPQ(32, nlist=8, m=8, nbits=6, nprobe=8, scratch_dir=str(scratch))
+        index.add(vectors)
+        index.save(tmp_path / "copied.index")
+        assert len(list(scratch.iterdir())) == 1  # the scratch file stays where it was
+        loaded = RerankedIVFPQ.load(tmp_path / "copied.index")
+        np.testing.assert_allclose(loaded.reconstruct(np.arange(1_000)), vectors, atol=2e-3)
+        index.add(vectors[:10])  # and keeps growing after a failed rename
+        assert len(index) == 1_010
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

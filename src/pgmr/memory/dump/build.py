@@ -32,7 +32,7 @@ from pgmr.kg.dump.records import DEFAULT_LANGUAGES
 from pgmr.memory.cache import EmbeddingCache
 from pgmr.memory.dump.cluster import ClusterSettings, dask_client
 from pgmr.memory.dump.drawn import DrawnVectors, prepare_drawn
-from pgmr.memory.dump.encode_stage import EncodeReport, run_encode_stage
+from pgmr.memory.dump.encode_stage import EncodeReport, run_encode_stage, vector_dtype
 from pgmr.memory.dump.index_stage import build_memory
 from pgmr.memory.dump.parse_stage import ParseReport, ProgressCallback, catalog_report, run_parse_stage
 from pgmr.memory.dump.state import LEDGER, BuildIdentity, WorkDir
@@ -135,8 +135,9 @@ def build_from_dump(
                 f"({parse.lines} lines; {_problems(parse)}); nothing to build a memory from"
             )
         encode = run_encode_stage(
-            client, work, encoder.name, encoder.dimension, settings.batch_size, progress, cache, drawn
-        )
+            client, work, encoder.name, encoder.dimension, settings.batch_size, progress, cache, drawn,
+            vector_dtype(settings.index_kind),
+        )  # fmt: skip
     failpoint("dump.encoded")
     memory, index_seconds = build_memory(
         work,

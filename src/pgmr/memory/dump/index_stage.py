@@ -60,15 +60,16 @@ def _first_occurrences(shards: list[Path]) -> list[np.ndarray]:
     return masks
 
 
-def _training_sample(work: WorkDir, shards: list[Path], dimension: int, rows: int) -> np.ndarray:
-    """Up to `rows` vectors, an even share from every shard's vector file (rows of either kind)."""
+def _training_sample(work: WorkDir, shards: list[Path], dimension: int, rows: int) -> tuple[np.ndarray, int]:
+    """Up to `rows` vectors, an even share from every shard's vector file (rows of either kind); and how many
+    rows the shards hold."""
     sizes = []
     for shard in shards:
         data = np.load(work.vector_file(shard), mmap_mode="r", allow_pickle=False)
         sizes.append(int(data.shape[0]))
     total = sum(sizes)
     if not total:
-        return np.zeros((0, dimension), dtype=np.float32)
+        return np.zeros((0, dimension), dtype=np.float32), 0
     share = min(1.0, rows / total)
     parts = []
     for shard, size in zip(shards, sizes, strict=True):
@@ -76,7 +77,7 @@ def _training_sample(work: WorkDir, shards: list[Path], dimension: int, rows: in
         if take:
             data = np.load(work.vector_file(shard), mmap_mode="r", allow_pickle=False)
             parts.append(np.asarray(data[np.linspace(0, size - 1, take).astype(np.int64)], dtype=np.float32))
-    return np.concatenate(parts)
+    return np.concatenate(parts), total
 
 
 def build_memory(
@@ -99,9 +100,10 @@ def build_memory(
     }
     needs_training = [index for index in indexes.values() if hasattr(index, "train")]
     if needs_training and index_kind in ("ivfpq", "ivfpq-rerank"):
-        sample = _training_sample(work, shards, encoder.dimension, TRAIN_SAMPLE)
-        # Relations are few (14k properties): their index trains on their own rows, at the first add.
-        indexes["entity"].train(sample)  # type: ignore[attr-defined]
+        sample, total = _training_sample(work, shards, encoder.dimension, TRAIN_SAMPLE)
+        # Relations are few (14k properties): their index trains on their own rows, at the first add. Lists
+        # grow with the rows (~sqrt), so that a probe scans a bounded share of a memory of any size.
+        indexes["entity"].train(sample, rows=total)  # type: ignore[attr-defined]
     out = work.path / "index"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)

@@ -37,9 +37,10 @@ def _faiss() -> Any:
     return faiss
 
 
-def default_nlist(rows: int) -> int:
-    """About sqrt(rows) lists, but at least 39 training rows per list (FAISS's k-means minimum for quality)."""
-    return max(1, min(round(math.sqrt(rows)), rows // 39))
+def default_nlist(rows: int, sample: int | None = None) -> int:
+    """About sqrt(rows) lists, but at least 39 training rows per list (FAISS's k-means minimum for quality).
+    `sample`: the rows k-means trains on, when the index trains on a sample of `rows`."""
+    return max(1, min(round(math.sqrt(rows)), (rows if sample is None else sample) // 39))
 
 
 def default_pq_m(dimension: int) -> int:
@@ -137,15 +138,16 @@ class FaissIndex:
             self._index = self._train_ivfpq(vectors)
         self._index.add(vectors)
 
-    def train(self, sample: np.ndarray) -> None:
-        """ivfpq: train on a sample before rows are added in parts (other kinds need no training)."""
+    def train(self, sample: np.ndarray, rows: int | None = None) -> None:
+        """ivfpq: train on a sample before rows are added in parts (other kinds need no training). `rows`: how
+        many rows will be added, which sets the number of lists (default: the sample's size)."""
         if self._kind == "ivfpq" and self._index is None:
-            self._index = self._train_ivfpq(self._check(sample, "the training sample"))
+            self._index = self._train_ivfpq(self._check(sample, "the training sample"), rows)
 
-    def _train_ivfpq(self, vectors: np.ndarray) -> Any:
+    def _train_ivfpq(self, vectors: np.ndarray, total: int | None = None) -> Any:
         faiss = _faiss()
         rows = len(vectors)
-        nlist = self._nlist or default_nlist(rows)
+        nlist = self._nlist or default_nlist(max(rows, total or 0), rows)
         m = self._m or default_pq_m(self._dimension)
         needed = max(nlist, 2**self._nbits)
         if rows < needed:

@@ -13,6 +13,7 @@ One file holds both, so a memory's manifest checksums it as any index:
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import tempfile
@@ -34,6 +35,9 @@ _TRAILER = struct.Struct("<QQ8s")
 TRAIN_ROWS = 200_000
 # Rows per write when vectors are copied: bounded memory whatever the size.
 _SLICE = 1 << 18
+# The scratch file keeps room for the .npy header in front of its vectors, so that `save` can finish it in
+# place and rename it (no second copy of ~17 GB at 10M items). 128 bytes hold the header of any 2-d shape.
+_HEADER = 128
 
 
 def _scratch_file(directory: str | None) -> Path:
@@ -56,7 +60,7 @@ class RerankedIVFPQ:
         nlist: int | None = None,
         m: int | None = None,
         nbits: int = 8,
-        nprobe: int = 32,
+        nprobe: int = 64,
         rerank: int = 100,
         scratch_dir: str | None = None,
     ) -> None:
@@ -106,13 +110,14 @@ class RerankedIVFPQ:
 
     # -- building -----------------------------------------------------------------------------------------
 
-    def train(self, sample: np.ndarray) -> None:
-        """Train the coarse quantizer and PQ codebooks on a sample (before rows are added in shards)."""
+    def train(self, sample: np.ndarray, rows: int | None = None) -> None:
+        """Train the coarse quantizer and PQ codebooks on a sample (before rows are added in shards). `rows`:
+        how many rows will be added, which sets the number of lists (default: the sample's size)."""
         if self._index is not None:
             raise IndexTrainingError(f"this {KIND} index is trained already")
         sample = self._check(sample, "the training sample")
         faiss = _faiss()
-        nlist = self._nlist or default_nlist(len(sample))
+        nlist = self._nlist or default_nlist(max(len(sample), rows or 0), min(len(sample), TRAIN_ROWS))
         m = self._m or default_pq_m(self._dimension)
         needed = max(nlist, 2**self._nbits)
         if len(sample) < needed:
@@ -136,6 +141,7 @@ class RerankedIVFPQ:
             self._scratch = _scratch_file(self._scratch_dir)
             self._finalizer = weakref.finalize(self, _remove, self._scratch)
             handle = self._scratch.open("r+b")
+            handle.write(b"\0" * _HEADER)
             # A loaded index's vectors move into the scratch file, so that the file can grow.
             for start in range(0, len(self._vectors), _SLICE):
                 handle.write(np.ascontiguousarray(self._vectors[start : start + _SLICE]).tobytes())
@@ -156,7 +162,7 @@ class RerankedIVFPQ:
             self._index.add(vectors)
             assert self._scratch is not None
             self._vectors = np.memmap(
-                self._scratch, dtype=np.float16, mode="r", shape=(len(self), self._dimension)
+                self._scratch, dtype=np.float16, mode="r", offset=_HEADER, shape=(len(self), self._dimension)
             )
 
     # -- searching ----------------------------------------------------------------------------------------
@@ -198,7 +204,8 @@ class RerankedIVFPQ:
     # -- files --------------------------------------------------------------------------------------------
 
     def save(self, path: Path | str) -> None:
-        """Write the single index file through a temporary sibling and a rename."""
+        """Write the single index file: the scratch file finished in place and renamed where it can be (same
+        file system), else a copy through a temporary sibling and a rename."""
         if self._index is None:
             raise IndexTrainingError(
                 f"an empty {KIND} index has not been trained and cannot be saved; add rows first"
@@ -206,24 +213,60 @@ class RerankedIVFPQ:
         faiss = _faiss()
         self._index.nprobe = self.nprobe
         path = Path(path)
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(
+            header, {"descr": "<f2", "fortran_order": False, "shape": (len(self), self._dimension)}
+        )
+        tail = faiss.serialize_index(self._index).tobytes()
+        if (
+            self._scratch_handle is not None
+            and len(header.getvalue()) == _HEADER
+            and self._finish_scratch(path, header.getvalue(), tail)
+        ):
+            return
         tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
         try:
             with tmp.open("wb") as handle:
-                np.lib.format.write_array_header_1_0(
-                    handle,
-                    {"descr": "<f2", "fortran_order": False, "shape": (len(self), self._dimension)},
-                )
+                handle.write(header.getvalue())
                 # In slices: the vectors can be larger than RAM.
                 for start in range(0, len(self), _SLICE):
                     handle.write(np.ascontiguousarray(self._vectors[start : start + _SLICE]).tobytes())
                 offset = handle.tell()
-                handle.write(faiss.serialize_index(self._index).tobytes())
+                handle.write(tail)
                 handle.write(_TRAILER.pack(offset, self.rerank, MAGIC))
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
+
+    def _finish_scratch(self, path: Path, header: bytes, tail: bytes) -> bool:
+        """Header, FAISS part and trailer written into the scratch file, which then becomes `path`. False (and
+        the scratch file as it was) when it lies on another file system. Later adds start a new scratch."""
+        assert self._scratch is not None and self._scratch_handle is not None
+        handle = self._scratch_handle
+        offset = _HEADER + len(self) * self._dimension * 2
+        handle.seek(0)
+        handle.write(header)
+        handle.seek(offset)
+        handle.write(tail)
+        handle.write(_TRAILER.pack(offset, self.rerank, MAGIC))
+        handle.flush()
+        os.fsync(handle.fileno())
+        try:
+            # mkstemp made it private; an index file is as readable as any other file of the memory.
+            os.chmod(self._scratch, 0o644)
+            os.replace(self._scratch, path)
+        except OSError:
+            handle.truncate(offset)
+            return False
+        handle.close()
+        self._finalizer.detach()
+        self._scratch = self._scratch_handle = None
+        self._vectors = np.memmap(
+            path, dtype=np.float16, mode="r", offset=_HEADER, shape=(len(self), self._dimension)
+        )
+        return True
 
     @classmethod
     def load(cls, path: Path | str, rerank: int | None = None) -> RerankedIVFPQ:
