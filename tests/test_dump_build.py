@@ -197,6 +197,8 @@ def test_a_build_killed_in_each_stage_resumes_to_the_memory_of_an_uninterrupted_
     assert parsed_before >= 2 and not out.exists()
     _kill_at("dump.vectors@2", _build_args(dump, out), tmp_path)
     assert len(list((work_dir_for(out) / "vectors").glob("*.npy"))) >= 2 and not out.exists()
+    _kill_at("dump.index_part@2", _build_args(dump, out), tmp_path)
+    assert len(list((work_dir_for(out) / "index" / "parts").glob("*.done"))) >= 2 and not out.exists()
     done = subprocess.run(_build_args(dump, out), env=_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "chunks (parsed now / all)" in done.stdout

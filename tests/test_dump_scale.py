@@ -253,3 +253,38 @@ def test_a_scratch_file_on_another_file_system_is_copied(tmp_path: Path) -> None
         assert len(index) == 1_010
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_an_index_stage_resumed_from_its_parts_gives_the_same_memory(  # type: ignore[no-untyped-def]
+    catalog: Path, cache: Path, tmp_path: Path
+) -> None:
+    """ivfpq-rerank encodes each shard's rows into codes once (a part); a resumed stage redoes only the parts
+    without their `done` marker, with the trained state it kept, and assembles the same memory."""
+    from pgmr.memory.dump import work_dir_for
+
+    settings = DumpBuildSettings(
+        cluster=ClusterSettings(workers=1), cache_dir=cache, drawn_vectors=True, index_kind="ivfpq-rerank",
+        index_options={"nlist": 8, "m": 16, "nprobe": 8},
+    )  # fmt: skip
+    out = tmp_path / "memory"
+    build_from_dump(catalog, out, settings)
+    first = read_manifest(out)
+    parts = work_dir_for(out) / "index" / "parts"
+    done = sorted(parts.glob("*.done"))
+    assert len(done) == len(list(catalog.glob("shard-*.parquet"))) >= 3
+    assert (work_dir_for(out) / "index" / "entity.trained").is_file()
+    for marker in done[1::2]:  # as if killed with half the parts written
+        marker.unlink()
+    (parts / done[1].name.replace(".done", ".codes.npy")).write_bytes(b"cut short")
+    build_from_dump(catalog, out, settings)
+    again = read_manifest(out)
+    for kind in ("entity", "relation"):
+        assert again.dictionaries[kind].index_sha256 == first.dictionaries[kind].index_sha256
+        assert again.dictionaries[kind].rows_sha256 == first.dictionaries[kind].rows_sha256
+    # Other index settings start the stage over: their codes would not fit.
+    other = DumpBuildSettings(
+        cluster=ClusterSettings(workers=1), cache_dir=cache, drawn_vectors=True, index_kind="flat"
+    )
+    build_from_dump(catalog, out, other)
+    assert not (work_dir_for(out) / "index" / "entity.trained").exists()
+    assert read_manifest(out).dictionaries["entity"].rows_sha256 == first.dictionaries["entity"].rows_sha256

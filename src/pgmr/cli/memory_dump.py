@@ -26,7 +26,8 @@ from pgmr.memory.dump.parse_stage import ProgressCallback, StageProgress
 
 @contextmanager
 def stage_progress() -> Iterator[ProgressCallback]:
-    """One bar per stage: parse counts compressed bytes of the dump, encode counts shards; both show items/s."""
+    """One bar per stage: parse counts compressed bytes of the dump, encode and index count shards; each shows
+    items (rows) per second."""
     bars = {
         "parse": Progress(
             TextColumn("parse "), BarColumn(), DownloadColumn(), TextColumn("{task.fields[rate]}"),
@@ -34,6 +35,10 @@ def stage_progress() -> Iterator[ProgressCallback]:
         ),
         "encode": Progress(
             TextColumn("encode"), BarColumn(), MofNCompleteColumn(), TextColumn("shards {task.fields[rate]}"),
+            TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False,
+        ),
+        "index": Progress(
+            TextColumn("index "), BarColumn(), MofNCompleteColumn(), TextColumn("shards {task.fields[rate]}"),
             TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False,
         ),
     }  # fmt: skip

@@ -206,6 +206,11 @@ class ArrowRowsWriter:
             self._writer.write_batch(batch)
             self.rows += batch.num_rows
 
+    def write_table(self, table: pa.Table) -> None:
+        """Rows already in `ARROW_SCHEMA` (a dump build's parts)."""
+        self._writer.write_table(table, max_chunksize=BATCH_ROWS)
+        self.rows += table.num_rows
+
     def close(self) -> None:
         self._writer.close()
         self._sink.close()

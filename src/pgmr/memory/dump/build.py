@@ -146,7 +146,9 @@ def build_from_dump(
         settings.index_options,
         index_backend=settings.index_backend,
         vectors=drawn.describe() if drawn else "encoded",
+        progress=progress,
     )
+    failpoint("dump.indexed")
     memory.save(out_dir)
     if not settings.keep_work:
         shutil.rmtree(work.path, ignore_errors=True)

@@ -11,20 +11,21 @@ recorded in the manifest as `"source": "sitelinks"`.
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.compute as pc
 
-from pgmr.kg.dump.shards import read_shard
-from pgmr.kg.ids import Kind, id_number
+from pgmr.failpoints import failpoint
+from pgmr.jsonl import atomic_write_bytes, atomic_write_text
+from pgmr.kg.ids import Kind
 from pgmr.memory.dictionary import MemoryDictionary
-from pgmr.memory.dump.catalog_rows import shard_rows
-from pgmr.memory.dump.encode_stage import read_vectors
+from pgmr.memory.dump.index_parts import EncodesApart, Parts, first_occurrences
+from pgmr.memory.dump.parse_stage import ProgressCallback, StageProgress
 from pgmr.memory.dump.state import WorkDir
 from pgmr.memory.encoder import Encoder
 from pgmr.memory.index import VectorIndex, create_index
@@ -36,28 +37,6 @@ from pgmr.memory.store import Memory, new_manifest
 PRIOR_SOURCE = "sitelinks"
 # Rows an index trains on, drawn evenly from all shards.
 TRAIN_SAMPLE = 200_000
-
-
-def _first_occurrences(shards: list[Path]) -> list[np.ndarray]:
-    """Per shard, a mask of the records kept: a dump lists each entity once, but should one repeat, its first
-    record is kept. In numpy over ID numbers (and kinds), so that 10M IDs cost ~100 MB, not a Python set."""
-    keys: list[np.ndarray] = []
-    for shard in shards:
-        table = read_shard(shard).select(["id", "kind"])
-        numbers = np.fromiter((id_number(i) for i in table.column("id").to_pylist()), dtype=np.int64)
-        is_relation = pc.equal(table.column("kind"), "relation").to_numpy(zero_copy_only=False)
-        keys.append(numbers * 2 + is_relation.astype(np.int64))
-    if not keys:
-        return []
-    every = np.concatenate(keys)
-    _, first = np.unique(every, return_index=True)
-    kept = np.zeros(len(every), dtype=bool)
-    kept[first] = True
-    masks, start = [], 0
-    for part in keys:
-        masks.append(kept[start : start + len(part)])
-        start += len(part)
-    return masks
 
 
 def _training_sample(work: WorkDir, shards: list[Path], dimension: int, rows: int) -> tuple[np.ndarray, int]:
@@ -80,6 +59,37 @@ def _training_sample(work: WorkDir, shards: list[Path], dimension: int, rows: in
     return np.concatenate(parts), total
 
 
+def _index_dir(work: WorkDir, settings: dict[str, Any]) -> Path:
+    """The stage's directory, emptied when it holds parts of other index settings (their codes would not
+    fit) and of scratch files a killed build left."""
+    out = work.path / "index"
+    record = out / "settings.json"
+    wanted = json.dumps(settings, sort_keys=True)
+    if out.is_dir() and (not record.is_file() or record.read_text(encoding="utf-8") != wanted):
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for leftover in out.glob("pgmr-vectors-*"):
+        leftover.unlink()
+    atomic_write_text(record, wanted)
+    return out
+
+
+def _sample(work: WorkDir, shards: list[Path], dimension: int) -> tuple[np.ndarray, int]:
+    return _training_sample(work, shards, dimension, TRAIN_SAMPLE)
+
+
+def _trained(index: EncodesApart, path: Path, sample: Callable[[], tuple[np.ndarray, int]]) -> None:
+    """Train once and keep the trained state: a resumed stage must encode its remaining shards with the same
+    lists and codebooks as the parts already written. Lists grow with the rows to come (~sqrt of them), so
+    that a probe scans a bounded share of a memory of any size."""
+    if path.is_file():
+        index.restore_trained(path.read_bytes())
+        return
+    vectors, total = sample()
+    index.train(vectors, rows=total)  # type: ignore[attr-defined]
+    atomic_write_bytes(path, index.trained_state())
+
+
 def build_memory(
     work: WorkDir,
     encoder: Encoder,
@@ -89,51 +99,60 @@ def build_memory(
     index_backend: str = "faiss",
     sitelink_prior: bool = True,
     vectors: str = "encoded",
+    progress: ProgressCallback | None = None,
 ) -> tuple[Memory, float]:
     """The memory of a finished parse and encode, ready to `save`; and the seconds this took. The rows files
     are written into `<work>/index/` (the memory's `save` links or copies them)."""
     started = time.perf_counter()
     shards = work.catalog_shards()
     options = dict(index_options or {})
+    out = _index_dir(work, {"kind": index_kind, "backend": index_backend, "options": options})
+    # ivfpq-rerank spills float16 vectors next to the build (and `save` renames them into the memory).
+    extra = {"scratch_dir": str(out)} if index_backend == "faiss" and index_kind == "ivfpq-rerank" else {}
     indexes: dict[Kind, VectorIndex] = {
-        kind: create_index(index_kind, encoder.dimension, index_backend, **options) for kind in KINDS
+        kind: create_index(index_kind, encoder.dimension, index_backend, **options, **extra) for kind in KINDS
     }
-    needs_training = [index for index in indexes.values() if hasattr(index, "train")]
-    if needs_training and index_kind in ("ivfpq", "ivfpq-rerank"):
-        sample, total = _training_sample(work, shards, encoder.dimension, TRAIN_SAMPLE)
-        # Relations are few (14k properties): their index trains on their own rows, at the first add. Lists
-        # grow with the rows (~sqrt), so that a probe scans a bounded share of a memory of any size.
-        indexes["entity"].train(sample, rows=total)  # type: ignore[attr-defined]
-    out = work.path / "index"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    # Relations are few (14k properties): their index trains on their own rows, at the first add.
+    needs_training = hasattr(indexes["entity"], "train")
+    entity_index = indexes["entity"]
+    apart = entity_index if isinstance(entity_index, EncodesApart) else None
+    if apart is not None:
+        _trained(apart, out / "entity.trained", lambda: _sample(work, shards, encoder.dimension))
+    elif needs_training and index_kind in ("ivfpq", "ivfpq-rerank"):
+        entity_index.train(*_sample(work, shards, encoder.dimension))  # type: ignore[attr-defined]
+    # Units: one part per shard, done once (a resumed build skips the finished ones).
+    parts = Parts(out)
+    parts.dir.mkdir(parents=True, exist_ok=True)
+    todo = [(s, kept) for s, kept in zip(shards, first_occurrences(shards), strict=True) if not parts.done(s)]
+    rows_now = 0
+    for n, (shard, kept) in enumerate(todo):
+        rows_now += parts.write(shard, kept, work.vector_file(shard), encoder.dimension, apart)
+        failpoint("dump.index_part")
+        if progress:
+            done = len(shards) - len(todo) + n + 1
+            progress(StageProgress("index", done, len(shards), rows_now, time.perf_counter() - started))
+    # Assembly: appending rows and codes, cheap next to the parts.
     writers = {kind: ArrowRowsWriter(out / ROWS_FILES[kind].replace(".jsonl", ".arrow")) for kind in KINDS}
     relation_parts: list[np.ndarray] = []
     sitelinks: dict[str, int] = {}
     try:
-        for shard, kept in zip(shards, _first_occurrences(shards), strict=True):
-            table = read_shard(shard)
-            memory_rows = shard_rows(table)
-            shard_vectors = read_vectors(work.vector_file(shard), len(memory_rows), encoder.dimension)
-            columns = table.select(["id", "kind", "sitelinks"]).to_pydict()
-            kind_of: dict[str, str] = {}
-            for wid, kind, count, keep in zip(
-                columns["id"], columns["kind"], columns["sitelinks"], kept, strict=True
-            ):
-                if keep:
-                    kind_of[wid] = kind
-                    if count and kind == "entity":
-                        sitelinks[wid] = int(count)
+        for shard in shards:
+            shard_vectors: np.ndarray | None = None
             for kind in KINDS:
-                chosen = [i for i, row in enumerate(memory_rows) if kind_of.get(row.id) == kind]
-                if not chosen:
+                table, positions = parts.rows(shard, kind)
+                if not table.num_rows:
                     continue
-                writers[kind].write([memory_rows[i] for i in chosen])
-                part = np.asarray(shard_vectors[chosen], dtype=np.float32)
+                writers[kind].write_table(table)
+                if shard_vectors is None:
+                    shard_vectors = np.load(work.vector_file(shard), mmap_mode="r", allow_pickle=False)
+                part = np.asarray(shard_vectors[positions], dtype=np.float32)
                 if kind == "relation":
                     relation_parts.append(part)
+                elif apart is not None:
+                    apart.add_encoded(parts.codes(shard), part)
                 else:
                     indexes[kind].add(part)
+            sitelinks.update(parts.prior(shard))
         if relation_parts:
             indexes["relation"].add(np.concatenate(relation_parts))
         for writer in writers.values():

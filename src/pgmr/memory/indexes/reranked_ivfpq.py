@@ -20,6 +20,7 @@ import tempfile
 import threading
 import uuid
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -155,15 +156,55 @@ class RerankedIVFPQ:
         with self._lock:
             if self._index is None:
                 self.train(vectors)
-            handle = self._open_scratch()
-            handle.seek(0, os.SEEK_END)
-            handle.write(vectors.astype(np.float16).tobytes())
-            handle.flush()
-            self._index.add(vectors)
-            assert self._scratch is not None
-            self._vectors = np.memmap(
-                self._scratch, dtype=np.float16, mode="r", offset=_HEADER, shape=(len(self), self._dimension)
+            self._append(vectors, lambda: self._index.add(vectors))
+
+    def _append(self, vectors: np.ndarray, add_codes: Callable[[], None]) -> None:
+        """Float16 copies to the scratch file, then the codes (`add_codes`), then the map over all rows."""
+        handle = self._open_scratch()
+        handle.seek(0, os.SEEK_END)
+        handle.write(vectors.astype(np.float16).tobytes())
+        handle.flush()
+        add_codes()
+        assert self._scratch is not None
+        self._vectors = np.memmap(
+            self._scratch, dtype=np.float16, mode="r", offset=_HEADER, shape=(len(self), self._dimension)
+        )
+
+    # -- encoding apart from adding (a dump build's index stage, resumable shard by shard) --------------------
+
+    def trained_state(self) -> bytes:
+        """The trained, still empty index: what `restore_trained` takes to encode rows the same way later."""
+        if self._index is None or self._index.ntotal:
+            raise IndexTrainingError(f"only a trained, empty {KIND} index has a trained state to save")
+        return bytes(_faiss().serialize_index(self._index).tobytes())
+
+    def restore_trained(self, state: bytes) -> None:
+        faiss = _faiss()
+        index = faiss.deserialize_index(np.frombuffer(state, dtype=np.uint8))
+        if not isinstance(index, faiss.IndexIVFPQ) or index.d != self._dimension or index.ntotal:
+            raise IndexTrainingError(
+                f"not the trained state of an empty {KIND} index of dimension {self._dimension}"
             )
+        self._index = index
+
+    def encode_rows(self, vectors: np.ndarray) -> np.ndarray:
+        """Rows' codes (list number and PQ code, uint8) as `add` would store them: the costly part of adding."""
+        if self._index is None:
+            raise IndexTrainingError(f"train this {KIND} index before encoding rows")
+        return np.asarray(self._index.sa_encode(self._check(vectors, "vectors")), dtype=np.uint8)
+
+    def add_encoded(self, codes: np.ndarray, vectors: np.ndarray) -> None:
+        """Append rows from their `encode_rows` codes and their vectors (kept as float16 for re-ranking)."""
+        vectors = self._check(vectors, "vectors")
+        codes = np.ascontiguousarray(codes, dtype=np.uint8)
+        if self._index is None:
+            raise IndexTrainingError(f"train this {KIND} index before adding encoded rows")
+        if codes.shape != (len(vectors), self._index.sa_code_size()):
+            raise ValueError(f"codes of shape {codes.shape} for {len(vectors)} rows")
+        if not len(vectors):
+            return
+        with self._lock:
+            self._append(vectors, lambda: self._index.add_sa_codes(codes))
 
     # -- searching ----------------------------------------------------------------------------------------
 
