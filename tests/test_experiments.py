@@ -607,6 +607,13 @@ def test_distractors_resolve_one_set_of_outputs_against_growing_memories(
     (grown,) = _metrics(grown_out)["results"]
     assert grown["label"].startswith("grown-") and grown["vectors"] == "encoded"
     assert grown["overall"]["query_em"] == results["full"]["overall"]["query_em"]
+    # --grown-prior shipped: the grown memory ranks with the experiment memory's prior (here the same one).
+    result = _invoke(data_dir, *args[:1], "--out", str(tmp_path / "shipped"), *args[3:], "--predictions",
+                     str(oracle), "--sizes", "", "--grown", str(memory_dir), "--grown-prior", "shipped")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (shipped,) = _metrics(tmp_path / "shipped")["results"]
+    assert shipped["label"].endswith("-shipped-prior") and shipped["prior"] == results["full"]["prior"]
+    assert shipped["overall"]["query_em"] == results["full"]["overall"]["query_em"]
     result = _invoke(data_dir, *args[:1], "--out", str(grown_out), *args[3:], "--sizes", "")
     assert result.exit_code == 2 and "no size" in result.output
 

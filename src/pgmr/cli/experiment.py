@@ -183,6 +183,11 @@ def qald10(
     )
 
 
+class GrownPrior(StrEnum):
+    own = "own"
+    shipped = "shipped"
+
+
 @app.command("distractors")
 def distractors(
     ctx: typer.Context,
@@ -211,6 +216,12 @@ def distractors(
         "--grown",
         help="A memory built elsewhere (e.g. from a synthetic dump, docs/scale.md) to resolve the same outputs "
         "against after the sizes; repeat for several",
+    ),
+    grown_prior: GrownPrior = typer.Option(
+        GrownPrior.own,
+        "--grown-prior",
+        help="The prior --grown memories rank with: their own (a dump's sitelinks) or the shipped memory's "
+        "(separates what a synthetic dump's distractors cost from what its drawn sitelink counts do)",
     ),
 ) -> None:
     """The pgmr model's outputs (generated once) resolved against memories grown around the gold entities."""
@@ -244,7 +255,14 @@ def distractors(
     execute(
         experiment.NAME,
         ws,
-        lambda: experiment.run(ws, sizes=parsed_sizes, seed=seed, predictions=predictions, grown=grown),
+        lambda: experiment.run(
+            ws,
+            sizes=parsed_sizes,
+            seed=seed,
+            predictions=predictions,
+            grown=grown,
+            grown_prior=grown_prior.value,
+        ),
     )
 
 

@@ -68,9 +68,14 @@ def run(
     seed: int = 0,
     predictions: Path | None = None,
     grown: Sequence[Path] = (),
+    grown_prior: str = "own",
 ) -> dict[str, Any]:
     """`grown`: memories built elsewhere (e.g. `pgmr memory build --from-dump` of a synthetic dump) to resolve
-    the same outputs against after the sizes; each is labelled by its entity count."""
+    the same outputs against after the sizes; each is labelled by its entity count. `grown_prior`: "own" (the
+    grown memory's prior, e.g. sitelinks) or "shipped" (the experiment memory's prior instead: a synthetic
+    dump's sitelink counts are drawn, and this separates what its distractors cost from what its prior does)."""
+    if grown_prior not in ("own", "shipped"):
+        raise ExperimentError(f"grown_prior must be 'own' or 'shipped', not {grown_prior!r}")
     records = ws.load_test(DATASET)
     if not records:
         raise ExperimentError(f"{DATASET} has no records")
@@ -91,6 +96,13 @@ def run(
             except PgmrMemoryError as exc:
                 raise ExperimentError(str(exc)) from None
             label = f"grown-{len(memory.entities) // 1000}k"
+            if grown_prior == "shipped":
+                memory = Memory(
+                    memory.entities, memory.relations, memory.encoder, memory.manifest,
+                    prior_counts=ws.memory.prior_counts, prior_source=ws.memory.prior_source,
+                    lexical=memory.lexical,
+                )  # fmt: skip
+                label += "-shipped-prior"
             extra = len(memory.entities) - len(gold)
         elif size is None:
             label = "full"
