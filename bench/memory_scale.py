@@ -116,7 +116,10 @@ def measure(
         scores = vectors @ entities.index.reconstruct(ids).T
         merged_scores = np.concatenate([best_scores, scores], axis=1)
         merged_ids = np.concatenate([best_ids, np.broadcast_to(ids, scores.shape)], axis=1)
-        order = np.argsort(-merged_scores, axis=1)[:, :10]
+        # The 10 best of each row, then those 10 in order: a full sort of 200k columns a slice is minutes.
+        top = np.argpartition(-merged_scores, 9, axis=1)[:, :10]
+        inner = np.argsort(-np.take_along_axis(merged_scores, top, axis=1), axis=1)
+        order = np.take_along_axis(top, inner, axis=1)
         best_scores = np.take_along_axis(merged_scores, order, axis=1)
         best_ids = np.take_along_axis(merged_ids, order, axis=1)
     recall1, recall10 = recall(found, best_scores)

@@ -3,7 +3,8 @@
 IVF-PQ alone keeps 48-byte codes a row but misses the recall bar (recall@10 0.78 against exact search at 1M
 rows, docs/scale.md); IVF-SQ8 and HNSW meet it but keep 384 and 1,536+ bytes a row in RAM, 8 and 30+ GB at 20M
 rows. This kind searches the codes for `rerank` candidates, then scores those exactly from the float16 vectors,
-which stay on disk, memory-mapped: a query reads `rerank` rows of them. RAM holds the codes (~56 bytes a row).
+which stay on disk, memory-mapped: a query reads `rerank` rows of them. RAM holds the codes (by default 96
+bytes a row for 384 dimensions, plus an 8-byte ID: 2.1 GB at 20M rows).
 
 One file holds both, so a memory's manifest checksums it as any index:
 
@@ -61,7 +62,7 @@ class RerankedIVFPQ:
         nlist: int | None = None,
         m: int | None = None,
         nbits: int = 8,
-        nprobe: int = 64,
+        nprobe: int = 128,
         rerank: int = 100,
         scratch_dir: str | None = None,
     ) -> None:
