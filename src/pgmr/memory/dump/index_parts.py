@@ -13,6 +13,7 @@ apart) is cheap next to encoding rows into codes, which is where the stage spend
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -81,7 +82,8 @@ class Parts:
     def write(
         self, shard: Path, kept: np.ndarray, vector_file: Path, dimension: int, encoder: EncodesApart | None
     ) -> int:
-        """A shard's part: its rows by kind, its sitelink counts, and the entity rows' codes. Returns its rows."""
+        """A shard's part: its rows by kind, its sitelink counts, and the entity rows' codes. Returns its rows.
+        Files before the `done` marker need no atomic writes: a part without the marker is written again."""
         table = read_shard(shard)
         memory_rows = shard_rows(table)
         vectors = read_vectors(vector_file, len(memory_rows), dimension)
@@ -122,8 +124,6 @@ class Parts:
 
 
 def _npy(array: np.ndarray) -> bytes:
-    import io
-
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
     return buffer.getvalue()
