@@ -126,8 +126,11 @@ def embed_texts(
     batch_size: int,
     progress: EncodeProgress | None,
     cache: EmbeddingCache | None,
+    *,
+    record: bool = True,
 ) -> tuple[np.ndarray, int]:
-    """(unit vectors for all texts, how many texts were encoded rather than taken from the cache)."""
+    """(unit vectors for all texts, how many texts were encoded rather than taken from the cache). `record`:
+    add the newly encoded texts to the cache (False reads a cache that belongs to another memory)."""
     if cache is None:
         vectors, missing = (
             np.zeros((len(texts), encoder.dimension), dtype=np.float32),
@@ -147,7 +150,7 @@ def embed_texts(
             raise PgmrMemoryError(f"encoder {encoder.name!r} returned non-finite vectors")
         new = normalize_rows(new)
         vectors[missing] = new
-        if cache is not None:
+        if cache is not None and record:
             cache.put(new_texts, new)
             cache.save()
     return vectors, len(missing)

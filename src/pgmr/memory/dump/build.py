@@ -29,14 +29,14 @@ import numpy as np
 
 from pgmr.failpoints import failpoint
 from pgmr.kg.dump.records import DEFAULT_LANGUAGES
-from pgmr.memory.cache import EmbeddingCache
+from pgmr.memory.cache import EmbeddingCache, embed_texts
 from pgmr.memory.dump.cluster import ClusterSettings, dask_client
 from pgmr.memory.dump.drawn import DrawnVectors, prepare_drawn
 from pgmr.memory.dump.encode_stage import EncodeReport, run_encode_stage, vector_dtype
 from pgmr.memory.dump.index_stage import build_memory
 from pgmr.memory.dump.parse_stage import ParseReport, ProgressCallback, catalog_report, run_parse_stage
 from pgmr.memory.dump.state import LEDGER, BuildIdentity, WorkDir
-from pgmr.memory.encoder import Encoder, normalize_rows
+from pgmr.memory.encoder import Encoder
 from pgmr.memory.errors import PgmrMemoryError
 from pgmr.memory.store import Memory
 
@@ -183,17 +183,7 @@ def _drawn(work: WorkDir, encoder: Encoder, cache: EmbeddingCache | None) -> Dra
 
     def encode(texts: list[str]) -> np.ndarray:
         # The cache is read, never written: it belongs to another memory.
-        if cache is None:
-            vectors, missing = (
-                np.zeros((len(texts), encoder.dimension), dtype=np.float32),
-                list(range(len(texts))),
-            )
-        else:
-            vectors, missing = cache.lookup(texts)
-        if missing:
-            new = encoder.encode([texts[i] for i in missing], batch_size=128)
-            vectors[missing] = normalize_rows(np.asarray(new, dtype=np.float32))
-        return vectors
+        return embed_texts(texts, encoder, 128, None, cache, record=False)[0]
 
     return prepare_drawn(shards, encode)
 
