@@ -98,7 +98,7 @@ def write_result(name: str, payload: dict[str, Any]) -> Path:
 
 def use_generate(generator: Any) -> None:
     """Decode with transformers' generate instead of pgmr's greedy loop: every seq2seq generator in `generator`
-    (itself, or an ensemble's members). How the default ran before session 22."""
+    (itself, or an ensemble's members). How the default ran before pgmr's own greedy loop replaced it."""
     from pgmr.generators.ensemble import EnsembleGenerator
     from pgmr.generators.seq2seq.generator import Seq2SeqGenerator
 

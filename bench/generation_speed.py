@@ -7,10 +7,10 @@ and, for an ensemble, reranked: `Pipeline.ask_many` without a store).
 
 Questions are the first N of LC-QuAD 2.0 test. The models take turns on every row (same questions, same
 process), so the ratios between them are what to read: the machine is noisy. A model may name its inference
-precision (pgmr.precision) after `@`: `models/pgmr-default@fp32` is the default of sessions 5-13 as it ran then
-(float32 model and query encoder); without one it runs as shipped (`auto`). A trailing `+generate` decodes
-seq2seq models with transformers' `generate` instead of pgmr's greedy loop (pgmr.generators.seq2seq.greedy,
-session 22): `models/pgmr-default@fp32+generate` is the default as it ran before session 22, the base that
+precision (pgmr.precision) after `@`: `models/pgmr-default@fp32` is the earlier default, float32
+model and query encoder; without one it runs as shipped (`auto`). A trailing `+generate` decodes
+seq2seq models with transformers' `generate` instead of pgmr's greedy loop (pgmr.generators.seq2seq.greedy):
+`models/pgmr-default@fp32+generate` is the default as it ran before that loop, the base that
 issue #18's speed bar compares with. The first model is the base of the ratios. Writes
 bench/results/generation_speed.json.
 """
