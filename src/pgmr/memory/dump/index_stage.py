@@ -123,7 +123,10 @@ def build_memory(
     # Units: one part per shard, done once (a resumed build skips the finished ones).
     parts = Parts(out)
     parts.dir.mkdir(parents=True, exist_ok=True)
-    todo = [(s, kept) for s, kept in zip(shards, first_occurrences(shards), strict=True) if not parts.done(s)]
+    pending = [not parts.done(s) for s in shards]
+    # Which records repeat is a question over every shard: asked only when some part is still to write.
+    masks = first_occurrences(shards) if any(pending) else []
+    todo = [(s, kept) for s, kept, wanted in zip(shards, masks, pending, strict=False) if wanted]
     rows_now = 0
     for n, (shard, kept) in enumerate(todo):
         rows_now += parts.write(shard, kept, work.vector_file(shard), encoder.dimension, apart)
