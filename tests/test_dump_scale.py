@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from pgmr.cli.main import app
 from pgmr.config import resolve_data_dir
 from pgmr.kg.dump import read_shard, record_from_line
 from pgmr.kg.dump.synthetic import SYNTHETIC_BASE, SyntheticDump, load_real
@@ -169,6 +171,17 @@ def test_a_build_from_a_catalog_with_cache_and_drawn_vectors_encodes_only_namesa
     _, again = build_from_dump(catalog, out, settings)
     assert again.encode.shards_now == 0
     assert json.loads((out / "manifest.json").read_text())["vectors"] == manifest.vectors
+    # Search settings change without a rebuild: the manifest carries them; files and checksums stay as built.
+    runner = CliRunner()
+    done = runner.invoke(app, ["memory", "tune", str(out), "--nprobe", "6", "--rerank", "40"])
+    assert done.exit_code == 0, done.output
+    assert "nprobe=6, rerank=40" in done.output
+    tuned = Memory.load(out, encoder, verify=True)
+    assert (tuned.entities.index.nprobe, tuned.entities.index.rerank) == (6, 40)
+    assert tuned.entities.search([f"{named.label}, {named.description}"], k=5)[0][0].id == named.id
+    wrong = runner.invoke(app, ["memory", "tune", str(out), "--ef-search", "10"])
+    assert wrong.exit_code == 2 and "takes only nprobe, rerank" in wrong.output
+    assert read_manifest(out).search_options == {"nprobe": 6, "rerank": 40}
 
 
 def test_drawn_vectors_are_refused_for_a_dump_file(world: SyntheticDump, tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from pgmr.conversion import convert_sparql
@@ -311,3 +313,23 @@ def test_empty_facts_turn_nothing_rather_than_falling_back_to_the_shipped_ones(m
     empty = TrainingFacts.from_sparql([])
     assert len(empty) == 0
     assert Resolver(memory, facts=empty).facts is empty
+
+
+def test_a_blended_prior_weighs_counts_and_id_age_together() -> None:
+    counts = {"Q64": 10, "Q98765432": 300}
+    # Counts first (the gold-count prior): any counted ID beats any uncounted one, whatever its age.
+    first = Prior(counts)
+    assert first("Q98765432") > first("Q64") > first("Q1") > first("Q99999999")
+    # Counts alone, ID age alone, and half of each.
+    assert Prior(counts, age_share=0.0)("Q1") == 0.0
+    assert Prior(counts, age_share=0.0)("Q98765432") == pytest.approx(1.0)
+    assert Prior(counts, age_share=1.0)("Q1") == pytest.approx(1.0)
+    assert Prior(counts, age_share=1.0)("Q64") > Prior(counts, age_share=1.0)("Q98765432")
+    half = Prior(counts, age_share=0.5)
+    assert half("Q64") == pytest.approx(
+        0.5 * math.log1p(10) / math.log1p(300) + 0.5 * (1 - math.log10(64) / 9)
+    )
+    assert 0.0 <= half("Q123456789") <= 1.0
+    assert Prior({}, age_share=0.5)("Q64") == pytest.approx(0.5 * (1 - math.log10(64) / 9))
+    with pytest.raises(ValueError, match="age_share"):
+        Prior(counts, age_share=1.5)

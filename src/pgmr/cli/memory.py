@@ -13,7 +13,7 @@ from pgmr.cli.common import Settings, console, out, print_error, progress_callba
 from pgmr.config import default_memory_dir
 from pgmr.datasets import DatasetError
 from pgmr.kg.catalog import LabelCatalog
-from pgmr.memory import INDEX_KINDS, Memory, PgmrMemoryError, load_encoder, read_manifest
+from pgmr.memory import INDEX_KINDS, Memory, PgmrMemoryError, load_encoder, read_manifest, tune_search
 from pgmr.precision import DEFAULT_PRECISION
 from pgmr.resolver.priors import counts_from_dataset
 
@@ -228,6 +228,28 @@ def info(memory_dir: Path | None = MEMORY_OPTION) -> None:
     import json
 
     out.print_json(json.dumps(manifest.to_json()))
+
+
+@app.command()
+def tune(
+    memory_dir: Path = typer.Argument(..., help="Memory directory"),
+    nprobe: int | None = typer.Option(None, min=1, help="IVF lists searched per query (ivfpq, ivfpq-rerank)"),
+    rerank: int | None = typer.Option(None, min=1, help="Candidates scored exactly (ivfpq-rerank)"),
+    ef_search: int | None = typer.Option(None, min=1, help="HNSW search breadth (hnsw)"),
+) -> None:
+    """Change a built memory's search settings (recall against speed) without rebuilding it."""
+    chosen = {"nprobe": nprobe, "rerank": rerank, "ef_search": ef_search}
+    options = {name: value for name, value in chosen.items() if value is not None}
+    try:
+        before = read_manifest(memory_dir).search_options
+        tuned = tune_search(memory_dir, options) if options else read_manifest(memory_dir)
+    except (PgmrMemoryError, ValueError) as exc:
+        print_error(exc)
+        raise typer.Exit(2) from None
+    shown = ", ".join(f"{k}={v}" for k, v in tuned.search_options.items()) or "as saved in its index files"
+    changed = "" if options else " (nothing to change: pass --nprobe, --rerank or --ef-search)"
+    was = f" (was: {', '.join(f'{k}={v}' for k, v in before.items())})" if options and before else ""
+    console.print(f"{memory_dir}: {tuned.index_kind} index searches with {shown}{was}{changed}")
 
 
 __all__ = ["app", "open_memory"]

@@ -15,7 +15,14 @@ from pgmr.memory.errors import (
 )
 from pgmr.memory.index import VectorIndex, create_index, load_index
 from pgmr.memory.indexes import INDEX_KINDS, FaissIndex
-from pgmr.memory.manifest import FORMAT_VERSION, KINDS, DictionaryManifest, MemoryManifest, read_manifest
+from pgmr.memory.manifest import (
+    FORMAT_VERSION,
+    KINDS,
+    DictionaryManifest,
+    MemoryManifest,
+    read_manifest,
+    tune_search,
+)
 from pgmr.memory.rows import TEXT_TEMPLATE, MemoryRow, memory_rows, memory_text
 from pgmr.memory.store import BuildStats, Memory, default_cache_dir
 
@@ -49,4 +56,5 @@ __all__ = [
     "memory_rows",
     "memory_text",
     "read_manifest",
+    "tune_search",
 ]

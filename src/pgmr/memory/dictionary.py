@@ -14,7 +14,7 @@ from pgmr.memory.cache import file_sha256
 from pgmr.memory.encoder import Encoder
 from pgmr.memory.errors import MemoryCorruptError, PgmrMemoryError
 from pgmr.memory.index import VectorIndex, load_index
-from pgmr.memory.manifest import MemoryManifest
+from pgmr.memory.manifest import MemoryManifest, apply_search_options
 from pgmr.memory.row_table import ArrowRows, RowTable, as_row_table
 from pgmr.memory.rows import REBUILD_HINT, MemoryRow, read_rows
 
@@ -178,6 +178,7 @@ def load_dictionary(path: Path, kind: Kind, manifest: MemoryManifest, verify: bo
         raise MemoryCorruptError(
             f"memory {path}: {index_path.name} is unreadable ({exc}); {REBUILD_HINT}"
         ) from None
+    apply_search_options(index, manifest, path)
     problems = []
     if len(rows) != expected.rows:
         problems.append(f"{rows_path.name} has {len(rows)} rows, the manifest says {expected.rows}")

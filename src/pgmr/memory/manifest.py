@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pgmr import __version__
-from pgmr.fsutil import recover_dir
+from pgmr.fsutil import fsync_dir, recover_dir, write_file
 from pgmr.kg.ids import Kind
 from pgmr.memory.cache import file_sha256
 from pgmr.memory.encoder import Encoder
@@ -30,6 +31,12 @@ PRIOR_FILE = "prior.json"
 _STEMS: dict[Kind, str] = {"entity": "entities", "relation": "relations"}
 ROWS_FILES: dict[Kind, str] = {kind: f"{stem}.rows.jsonl" for kind, stem in _STEMS.items()}
 INDEX_FILES: dict[Kind, str] = {kind: f"{stem}.faiss" for kind, stem in _STEMS.items()}
+# What `pgmr memory tune` may set per index kind: the indexes' own attribute names, read at load.
+SEARCH_OPTIONS: dict[str, tuple[str, ...]] = {
+    "ivfpq-rerank": ("nprobe", "rerank"),
+    "ivfpq": ("nprobe",),
+    "hnsw": ("ef_search",),
+}
 
 
 def index_file(kind: Kind, backend: str = "faiss") -> str:
@@ -65,6 +72,9 @@ class MemoryManifest:
     lexical: Mapping[str, str] = field(default_factory=dict)
     # "encoded" (every vector from the encoder), or how a synthetic memory's vectors were drawn.
     vectors: str = "encoded"
+    # Search settings that override those saved in the index files (`pgmr memory tune`): e.g. nprobe and
+    # rerank of an ivfpq-rerank index, chosen after the build without rewriting its files.
+    search_options: Mapping[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         # Explicit order: the version and encoder are what a reader of manifest.json looks for first.
@@ -82,6 +92,7 @@ class MemoryManifest:
             "dictionaries": {kind: asdict(d) for kind, d in self.dictionaries.items()},
             "prior": dict(self.prior),
             "lexical": dict(self.lexical),
+            "search_options": dict(self.search_options),
         }
 
     @classmethod
@@ -170,3 +181,38 @@ def load_prior(path: Path, manifest: MemoryManifest, verify: bool) -> dict[str, 
             f"memory {path}: {prior_path.name} is not an ID -> count map; {REBUILD_HINT}"
         )
     return counts
+
+
+def tune_search(path: Path, options: Mapping[str, int]) -> MemoryManifest:
+    """Set search options of a memory's indexes in its manifest (no index file changes, so no checksum does):
+    validated against the index kind, written to a temporary file and renamed over manifest.json."""
+    manifest = read_manifest(path)
+    known = SEARCH_OPTIONS.get(manifest.index_kind, ())
+    for name, value in options.items():
+        if name not in known:
+            can = f"only {', '.join(known)}" if known else "no search option"
+            raise ValueError(f"{path} has a {manifest.index_kind} index, which takes {can}, not {name!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    tuned = replace(manifest, search_options={**manifest.search_options, **options})
+    target = path / MANIFEST_FILE
+    tmp = path / f".{MANIFEST_FILE}.tmp-{os.getpid()}"
+    try:
+        write_file(tmp, json.dumps(tuned.to_json(), indent=2).encode() + b"\n")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path)
+    return tuned
+
+
+def apply_search_options(index: Any, manifest: MemoryManifest, where: Path) -> None:
+    """The manifest's search options onto a loaded index (those its kind takes; others are a corrupt manifest)."""
+    known = SEARCH_OPTIONS.get(manifest.index_kind, ())
+    for name, value in manifest.search_options.items():
+        if name not in known or isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise MemoryCorruptError(
+                f"{where / MANIFEST_FILE}: search option {name}={value!r} does not apply to a "
+                f"{manifest.index_kind} index; set it again with `pgmr memory tune`"
+            )
+        setattr(index, name, value)

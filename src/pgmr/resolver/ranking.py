@@ -41,15 +41,32 @@ _ID_DIGITS = 9.0
 
 
 class Prior:
-    """Prominence of IDs, from training-query counts when given, else from ID numbers alone."""
+    """Prominence of IDs, from counts (training-query occurrences, or a dump's sitelinks) and ID numbers.
 
-    def __init__(self, counts: Mapping[str, int] | None = None) -> None:
+    Without `age_share`: counts first, the ID number only for IDs without a count (the prior of the paper's
+    experiments, counted from gold queries). With `age_share` a in [0, 1], every ID gets the blend
+    (1 - a) * log1p(count) / log1p(max count) + a * (1 - log10(number) / 9): a dump's sitelink count and its
+    ID's age, neither deciding alone (pgmr.resolver.priors.SITELINK_AGE_SHARE, chosen on validation).
+    """
+
+    def __init__(self, counts: Mapping[str, int] | None = None, *, age_share: float | None = None) -> None:
+        if age_share is not None and not 0.0 <= age_share <= 1.0:
+            raise ValueError(f"age_share must be in [0, 1], got {age_share}")
         self.counts = dict(counts or {})
+        self.age_share = age_share
         self._log_max = math.log1p(max(self.counts.values(), default=0))
 
     def __call__(self, wikidata_id: str) -> float:
         count = self.counts.get(wikidata_id, 0)
+        if self.age_share is not None:
+            counted = math.log1p(count) / self._log_max if self._log_max else 0.0
+            return (1.0 - self.age_share) * counted + self.age_share * _age(wikidata_id)
         if count and self._log_max:
             return 0.5 + 0.5 * math.log1p(count) / self._log_max
-        number = max(id_number(wikidata_id), 1)
-        return 0.5 * max(0.0, 1.0 - math.log10(number) / _ID_DIGITS)
+        return 0.5 * _age(wikidata_id)
+
+
+def _age(wikidata_id: str) -> float:
+    """1 for the oldest IDs, 0 for the newest: a label's prominent sense tends to have a low Wikidata number."""
+    number = max(id_number(wikidata_id), 1)
+    return max(0.0, 1.0 - math.log10(number) / _ID_DIGITS)

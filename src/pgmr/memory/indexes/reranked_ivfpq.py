@@ -3,8 +3,8 @@
 IVF-PQ alone keeps 48-byte codes a row but misses the recall bar (recall@10 0.78 against exact search at 1M
 rows, docs/scale.md); IVF-SQ8 and HNSW meet it but keep 384 and 1,536+ bytes a row in RAM, 8 and 30+ GB at 20M
 rows. This kind searches the codes for `rerank` candidates, then scores those exactly from the float16 vectors,
-which stay on disk, memory-mapped: a query reads `rerank` rows of them. RAM holds the codes (by default 96
-bytes a row for 384 dimensions, plus an 8-byte ID: 2.1 GB at 20M rows).
+which stay on disk: a query reads `rerank` rows of them (pgmr.memory.indexes.row_reader). RAM holds the
+codes (by default 96 bytes a row for 384 dimensions, plus an 8-byte ID: 2.1 GB at 20M rows).
 
 One file holds both, so a memory's manifest checksums it as any index:
 
@@ -29,6 +29,7 @@ import numpy as np
 
 from pgmr.memory.errors import IndexTrainingError
 from pgmr.memory.indexes.faiss_index import _faiss, default_nlist, default_pq_m
+from pgmr.memory.indexes.row_reader import SCATTERED_MAX, RowReader
 
 KIND = "ivfpq-rerank"
 MAGIC = b"PGMRIVR1"
@@ -83,6 +84,8 @@ class RerankedIVFPQ:
         self._scratch_handle: BinaryIO | None = None
         self._finalizer: Any = None
         self._vectors: np.ndarray = np.zeros((0, dimension), dtype=np.float16)
+        # Scattered reads of a saved file's vectors (re-ranking), without the memory map's read-around.
+        self._reader: RowReader | None = None
 
     @property
     def kind(self) -> str:
@@ -167,6 +170,7 @@ class RerankedIVFPQ:
         handle.flush()
         add_codes()
         assert self._scratch is not None
+        self._reader = None
         self._vectors = np.memmap(
             self._scratch, dtype=np.float16, mode="r", offset=_HEADER, shape=(len(self), self._dimension)
         )
@@ -222,17 +226,23 @@ class RerankedIVFPQ:
         _, candidates = self._index.search(queries, fetch, params=params)
         out_scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
         out_ids = np.full((len(queries), k), -1, dtype=np.int64)
-        for n, (query, found) in enumerate(zip(queries, candidates, strict=True)):
-            found = found[found >= 0]
+        # Each query's candidates, in file order; all of them announced to the kernel before any is read.
+        wanted = [np.unique(found[found >= 0]) for found in candidates]
+        if self._reader is not None:
+            self._reader.prefetch(np.concatenate(wanted))
+        for n, (query, found) in enumerate(zip(queries, wanted, strict=True)):
             if not len(found):
                 continue
-            # Reading the rows in file order touches each page once.
-            found = np.unique(found)
-            exact = self._vectors[found].astype(np.float32) @ query
+            exact = self._rows_at(found) @ query
             order = np.lexsort((found, -exact))[:k]
             out_scores[n, : len(order)] = exact[order]
             out_ids[n, : len(order)] = found[order]
         return out_scores, out_ids
+
+    def _rows_at(self, row_ids: np.ndarray) -> np.ndarray:
+        if self._reader is not None and len(row_ids) <= SCATTERED_MAX:
+            return self._reader.read(row_ids)
+        return np.asarray(self._vectors[row_ids], dtype=np.float32)
 
     def reconstruct(self, row_ids: np.ndarray) -> np.ndarray:
         """The stored vectors (float16 precision) of some rows."""
@@ -241,7 +251,9 @@ class RerankedIVFPQ:
             return np.zeros((0, self._dimension), dtype=np.float32)
         if row_ids.min() < 0 or row_ids.max() >= len(self):
             raise IndexError(f"row ids out of range for an index of {len(self)} rows")
-        return np.asarray(self._vectors[row_ids], dtype=np.float32)
+        if self._reader is not None and len(row_ids) <= SCATTERED_MAX:
+            self._reader.prefetch(row_ids)
+        return self._rows_at(row_ids)
 
     # -- files --------------------------------------------------------------------------------------------
 
@@ -308,6 +320,7 @@ class RerankedIVFPQ:
         self._vectors = np.memmap(
             path, dtype=np.float16, mode="r", offset=_HEADER, shape=(len(self), self._dimension)
         )
+        self._reader = RowReader(path, _HEADER, len(self), self._dimension, np.float16)
         return True
 
     @classmethod
@@ -355,6 +368,7 @@ class RerankedIVFPQ:
         )
         index._index = raw
         index._vectors = np.memmap(path, dtype=np.float16, mode="r", offset=header, shape=tuple(shape))
+        index._reader = RowReader(path, header, int(shape[0]), int(shape[1]), np.float16)
         return index
 
 

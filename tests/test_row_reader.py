@@ -1,0 +1,62 @@
+"""Scattered row reads from an on-disk array (pgmr.memory.indexes.row_reader), as re-ranking uses them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pgmr.memory.indexes.reranked_ivfpq import RerankedIVFPQ
+from pgmr.memory.indexes.row_reader import RowReader
+
+
+def _array_file(tmp_path, rows=500, dimension=16):
+    vectors = np.random.default_rng(3).standard_normal((rows, dimension)).astype(np.float16)
+    path = tmp_path / "vectors.npy"
+    np.save(path, vectors)
+    with path.open("rb") as handle:
+        np.lib.format.read_magic(handle)
+        np.lib.format.read_array_header_1_0(handle)
+        offset = handle.tell()
+    return path, offset, vectors
+
+
+def test_rows_come_back_in_the_order_asked_with_repeats(tmp_path):
+    path, offset, vectors = _array_file(tmp_path)
+    reader = RowReader(path, offset, len(vectors), vectors.shape[1], np.float16)
+    wanted = np.array([499, 0, 17, 17, 250])
+    reader.prefetch(wanted)
+    got = reader.read(wanted)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, vectors[wanted].astype(np.float32))
+    assert reader.read(np.array([], dtype=np.int64)).shape == (0, vectors.shape[1])
+    reader.close()
+
+
+def test_out_of_range_rows_and_a_truncated_file_are_clear_errors(tmp_path):
+    path, offset, vectors = _array_file(tmp_path)
+    reader = RowReader(path, offset, len(vectors), vectors.shape[1], np.float16)
+    with pytest.raises(IndexError, match="out of range"):
+        reader.read(np.array([500]))
+    with path.open("r+b") as handle:
+        handle.truncate(offset + 100 * vectors.shape[1] * 2)
+    with pytest.raises(OSError, match="truncated"):
+        reader.read(np.array([10, 300]))
+
+
+def test_a_loaded_reranked_index_reads_its_rows_without_the_memory_map(tmp_path):
+    vectors = np.random.default_rng(5).standard_normal((2000, 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = RerankedIVFPQ(32, nlist=16, m=8, nprobe=16, rerank=50)
+    index.add(vectors)
+    before = index.search(vectors[:20], 5)
+    index.save(tmp_path / "index.faiss")
+    loaded = RerankedIVFPQ.load(tmp_path / "index.faiss")
+    assert loaded._reader is not None
+    after = loaded.search(vectors[:20], 5)
+    np.testing.assert_array_equal(before[1], after[1])
+    np.testing.assert_allclose(before[0], after[0], rtol=1e-6)
+    np.testing.assert_array_equal(loaded.reconstruct(np.array([7, 3])), vectors[[7, 3]].astype(np.float16))
+    # Rows added after loading move to a scratch file: reads go through it, not the saved file.
+    loaded.add(vectors[:10])
+    assert loaded._reader is None
+    assert len(loaded) == 2010
