@@ -24,6 +24,7 @@ from pgmr.memory.dump.catalog_rows import shard_rows
 from pgmr.memory.dump.synthetic_catalog import write_synthetic_catalog
 from pgmr.memory.row_table import ArrowRows, ListRows, write_arrow_rows
 from pgmr.memory.rows import MemoryRow
+from pgmr.resolver import Resolver
 
 DATA_DIR = resolve_data_dir(None)
 pytestmark = pytest.mark.slow
@@ -156,6 +157,12 @@ def test_a_build_from_a_catalog_with_cache_and_drawn_vectors_encodes_only_namesa
     assert manifest.index_kind == "ivfpq-rerank"
     loaded = Memory.load(out, encoder)
     assert isinstance(loaded.entities.rows, ArrowRows) and len(loaded.entities) == len(memory.entities)
+    # Its rows and lexical tier are read into the page cache in the background; the vectors are not.
+    assert loaded.warming is not None and loaded.warming.wait(60)
+    warmed = [out / d.rows_file for d in manifest.dictionaries.values()]
+    warmed += [f for d in manifest.lexical.values() for f in (out / d).rglob("*") if f.is_file()]
+    assert loaded.warming.bytes_read == sum(f.stat().st_size for f in warmed)
+    assert Memory.load(out, encoder, warm=False).warming is None
     # A real entity is found by its own label and description through the re-ranked index.
     named = next(e for e in real[0] if e.description)
     hits = loaded.entities.search([f"{named.label}, {named.description}"], k=5)[0]
@@ -182,6 +189,10 @@ def test_a_build_from_a_catalog_with_cache_and_drawn_vectors_encodes_only_namesa
     wrong = runner.invoke(app, ["memory", "tune", str(out), "--ef-search", "10"])
     assert wrong.exit_code == 2 and "takes only nprobe, rerank" in wrong.output
     assert read_manifest(out).search_options == {"nprobe": 6, "rerank": 40}
+    # The sitelinks prior's shape too (fitted on validation, bench/grown_prior.py).
+    shaped = runner.invoke(app, ["memory", "tune", str(out), "--prior-age-share", "0.8"])
+    assert shaped.exit_code == 0 and "age share 0.8" in shaped.output, shaped.output
+    assert Resolver(Memory.load(out, encoder, verify=True)).prior.age_share == 0.8
 
 
 def test_drawn_vectors_are_refused_for_a_dump_file(world: SyntheticDump, tmp_path: Path) -> None:

@@ -333,3 +333,20 @@ def test_a_blended_prior_weighs_counts_and_id_age_together() -> None:
     assert Prior({}, age_share=0.5)("Q64") == pytest.approx(0.5 * (1 - math.log10(64) / 9))
     with pytest.raises(ValueError, match="age_share"):
         Prior(counts, age_share=1.5)
+
+
+def test_a_dump_built_memory_ranks_with_the_blended_sitelinks_prior(memory: Memory) -> None:
+    from pgmr.resolver.ranking import SITELINK_AGE_SHARE, SITELINK_PRIOR_SCALE, prior_for
+
+    blended = prior_for("sitelinks", {"Q64": 40})
+    assert (blended.age_share, blended.scale) == (SITELINK_AGE_SHARE, SITELINK_PRIOR_SCALE)
+    assert blended("Q64") == pytest.approx(SITELINK_PRIOR_SCALE * blended.value("Q64"))
+    assert prior_for("gold queries of lcquad2-train-part", {"Q64": 40}).age_share is None
+    dumped = Memory(
+        memory.entities, memory.relations, memory.encoder, memory.manifest,
+        prior_counts={"Q64": 40}, prior_source="sitelinks", lexical=memory.lexical,
+    )  # fmt: skip
+    assert Resolver(dumped).prior.age_share == SITELINK_AGE_SHARE
+    assert Resolver(memory).prior.age_share is None
+    with pytest.raises(ValueError, match="scale"):
+        Prior({}, scale=-1.0)

@@ -236,20 +236,37 @@ def tune(
     nprobe: int | None = typer.Option(None, min=1, help="IVF lists searched per query (ivfpq, ivfpq-rerank)"),
     rerank: int | None = typer.Option(None, min=1, help="Candidates scored exactly (ivfpq-rerank)"),
     ef_search: int | None = typer.Option(None, min=1, help="HNSW search breadth (hnsw)"),
+    prior_age_share: float | None = typer.Option(
+        None, min=0.0, max=1.0, help="Dump-built memories: the ID-age share of the sitelinks prior"
+    ),
+    prior_scale: float | None = typer.Option(
+        None, min=0.0, help="Dump-built memories: the sitelinks prior's weight, times the resolver's"
+    ),
 ) -> None:
-    """Change a built memory's search settings (recall against speed) without rebuilding it."""
+    """Change a built memory's search settings (recall against speed) or the shape of its sitelinks prior
+    (fitted on validation with bench/grown_prior.py) without rebuilding it."""
     chosen = {"nprobe": nprobe, "rerank": rerank, "ef_search": ef_search}
     options = {name: value for name, value in chosen.items() if value is not None}
+    shape = {"age_share": prior_age_share, "scale": prior_scale}
+    prior = {name: value for name, value in shape.items() if value is not None}
     try:
-        before = read_manifest(memory_dir).search_options
-        tuned = tune_search(memory_dir, options) if options else read_manifest(memory_dir)
+        before = read_manifest(memory_dir)
+        tuned = tune_search(memory_dir, options, prior) if options or prior else before
     except (PgmrMemoryError, ValueError) as exc:
         print_error(exc)
         raise typer.Exit(2) from None
     shown = ", ".join(f"{k}={v}" for k, v in tuned.search_options.items()) or "as saved in its index files"
-    changed = "" if options else " (nothing to change: pass --nprobe, --rerank or --ef-search)"
-    was = f" (was: {', '.join(f'{k}={v}' for k, v in before.items())})" if options and before else ""
-    console.print(f"{memory_dir}: {tuned.index_kind} index searches with {shown}{was}{changed}")
+    was = ", ".join(f"{k}={v}" for k, v in before.search_options.items())
+    console.print(
+        f"{memory_dir}: {tuned.index_kind} index searches with {shown}"
+        + (f" (was: {was})" if options and was else "")
+    )
+    if tuned.prior.get("source") == "sitelinks":
+        from pgmr.resolver.ranking import prior_for
+
+        console.print(f"{memory_dir}: ranks with {prior_for('sitelinks', {}, tuned.prior)!r}")
+    if not (options or prior):
+        console.print("nothing changed: pass --nprobe, --rerank, --ef-search or a --prior- option")
 
 
 __all__ = ["app", "open_memory"]

@@ -37,6 +37,7 @@ SEARCH_OPTIONS: dict[str, tuple[str, ...]] = {
     "ivfpq": ("nprobe",),
     "hnsw": ("ef_search",),
 }
+PRIOR_OPTIONS = {"age_share", "scale"}
 
 
 def index_file(kind: Kind, backend: str = "faiss") -> str:
@@ -183,9 +184,12 @@ def load_prior(path: Path, manifest: MemoryManifest, verify: bool) -> dict[str, 
     return counts
 
 
-def tune_search(path: Path, options: Mapping[str, int]) -> MemoryManifest:
-    """Set search options of a memory's indexes in its manifest (no index file changes, so no checksum does):
-    validated against the index kind, written to a temporary file and renamed over manifest.json."""
+def tune_search(
+    path: Path, options: Mapping[str, int], prior: Mapping[str, float] | None = None
+) -> MemoryManifest:
+    """Set search options of a memory's indexes and the shape of its prior in its manifest (no other file
+    changes, so no checksum does): validated, written to a temporary file and renamed over manifest.json.
+    `prior`: age_share and scale of a dump-built memory's sitelinks prior (pgmr.resolver.ranking.prior_for)."""
     manifest = read_manifest(path)
     known = SEARCH_OPTIONS.get(manifest.index_kind, ())
     for name, value in options.items():
@@ -194,7 +198,20 @@ def tune_search(path: Path, options: Mapping[str, int]) -> MemoryManifest:
             raise ValueError(f"{path} has a {manifest.index_kind} index, which takes {can}, not {name!r}")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    tuned = replace(manifest, search_options={**manifest.search_options, **options})
+    prior = dict(prior or {})
+    if prior and manifest.prior.get("source") != "sitelinks":
+        raise ValueError(f"{path} has no sitelinks prior (a dump-built memory's) to shape")
+    if (
+        not 0.0 <= prior.get("age_share", 0.0) <= 1.0
+        or prior.get("scale", 0.0) < 0
+        or set(prior) - PRIOR_OPTIONS
+    ):
+        raise ValueError(f"prior options are age_share in [0, 1] and scale >= 0, got {prior}")
+    tuned = replace(
+        manifest,
+        search_options={**manifest.search_options, **options},
+        prior={**manifest.prior, **prior},
+    )
     target = path / MANIFEST_FILE
     tmp = path / f".{MANIFEST_FILE}.tmp-{os.getpid()}"
     try:

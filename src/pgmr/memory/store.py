@@ -53,6 +53,7 @@ from pgmr.memory.manifest import (
     load_prior,
     read_manifest,
 )
+from pgmr.memory.page_cache import WarmUp, files_to_warm, warm_up
 from pgmr.memory.row_table import save_rows
 from pgmr.memory.rows import (
     REBUILD_HINT,
@@ -93,6 +94,8 @@ class Memory:
         # kind -> LexicalIndex: the on-disk lexical tier, when the memory has one (dump-built memories do).
         self.lexical: dict[Kind, Any] = dict(lexical or {})
         self.prior_counts: dict[str, int] = dict(prior_counts or {})
+        # Reading its files into the page cache, when `load` started that (pgmr.memory.page_cache).
+        self.warming: WarmUp | None = None
         # Where the prior's counts come from ("sitelinks" for a dump-built memory, a dataset's name otherwise).
         self.prior_source = prior_source or str(manifest.prior.get("source", ""))
         self.entities = entities
@@ -280,11 +283,14 @@ class Memory:
         *,
         verify: bool = True,
         precision: str = DEFAULT_PRECISION,
+        warm: bool = True,
     ) -> Memory:
         """Load and validate a memory directory. `encoder` None loads the encoder named in the manifest, in
         `precision` (pgmr.precision; it only encodes queries here: the stored vectors stay as built).
 
-        `verify` checks every file's sha256 against the manifest (reads each file once more).
+        `verify` checks every file's sha256 against the manifest (reads each file once more). `warm`: a memory
+        with Arrow rows (dump-built) has them and its lexical tier read into the page cache in the background
+        (`memory.warming`, pgmr.memory.page_cache).
         """
         path = Path(path)
         manifest = read_manifest(path)
@@ -304,15 +310,12 @@ class Memory:
             from pgmr.memory.lexical import LexicalIndex
 
             lexical = {kind: LexicalIndex(path / manifest.lexical[kind]) for kind in KINDS}
-        return cls(
-            dictionaries["entity"],
-            dictionaries["relation"],
-            encoder,
-            manifest,
-            None,
-            prior_counts,
+        memory = cls(
+            dictionaries["entity"], dictionaries["relation"], encoder, manifest, None, prior_counts,
             lexical=lexical,
-        )
+        )  # fmt: skip
+        memory.warming = warm_up(files_to_warm(path, manifest)) if warm else None
+        return memory
 
 
 def new_manifest(

@@ -19,7 +19,7 @@ from pgmr.query.lexer import tokenize
 from pgmr.query.model import IntermediateQuery, Placeholder, placeholder_kind
 from pgmr.resolver.facts import TrainingFacts, shipped_facts
 from pgmr.resolver.model import Candidate, PlaceholderEvidence, Refusal, Resolution
-from pgmr.resolver.ranking import Prior, normalize_label
+from pgmr.resolver.ranking import Prior, normalize_label, prior_for
 from pgmr.resolver.support import Calibration, question_keys, shipped_calibration
 
 
@@ -148,7 +148,7 @@ class Resolver:
         training data); unused when `config.orient` is off."""
         self.memory = memory
         self.config = config or ResolverConfig()
-        self.prior = prior or Prior(memory.prior_counts)
+        self.prior = prior or prior_for(memory.prior_source, memory.prior_counts, memory.manifest.prior)
         self.calibration = calibration or shipped_calibration()
         # `is None`, not `or`: an empty TrainingFacts is falsy and must not fall back to the shipped facts.
         self.facts = (facts if facts is not None else shipped_facts()) if self.config.orient else None
@@ -319,7 +319,7 @@ class Resolver:
                     label_similarity=round(label_dense[wid], 6),
                     lexical=round(lexical[n], 6),
                     description_similarity=None if full_vector is None else round(full_dense[wid], 6),
-                    prior=round(self.prior(wid), 6),
+                    prior=round(self.prior.value(wid), 6),
                 )
             )
         kept = tuple(ranked[: cfg.k])
