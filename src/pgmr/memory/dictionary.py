@@ -23,10 +23,10 @@ from pgmr.memory.rows import REBUILD_HINT, MemoryRow, read_rows
 OVERFETCH = 4
 # The first fetch of an exact ("flat") index: a flat scan costs the same for 200 or 3,200 rows kept, and every
 # fetch that comes back short is a whole new scan (with 4, 35 of 80 searches on 40 test questions went
-# round again). An ivfpq-rerank index is the same: its cost is the lists it scans, and a larger fetch only
-# re-ranks more rows (a few ms of reads); with 4, 106 of 300 searches at 10M items went round again.
+# round again). Not for ivfpq-rerank: there a larger fetch re-ranks (reads) that many more rows, and 16 was
+# slower at 10M items than 4 with its second searches (p50 44 against 41 ms per placeholder).
 FLAT_FIRST_FETCH = 16
-FIRST_FETCH = {"flat": FLAT_FIRST_FETCH, "ivfpq-rerank": FLAT_FIRST_FETCH}
+FIRST_FETCH = {"flat": FLAT_FIRST_FETCH}
 
 
 @dataclass(frozen=True)
