@@ -82,6 +82,15 @@ class TestFaissIvfpqRerank(FaissContract):
     reconstruct_atol = 2e-3
 
 
+class TestFaissIvfpqRerankFastScan(TestFaissIvfpqRerank):
+    """The same with 4-bit codes, which FAISS scans with SIMD lookups (what `pgmr memory recode` writes)."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def make_index(cls) -> Callable[[int], VectorIndex]:
+        return lambda dimension: create_index(cls.kind, dimension, "faiss", nbits=4)
+
+
 class TestMilvusLite(VectorIndexContract):
     """The Milvus backend against Milvus Lite (a local file served by pymilvus' own server process): the client
     path a Milvus cluster's URI takes too."""

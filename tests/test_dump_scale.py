@@ -193,6 +193,19 @@ def test_a_build_from_a_catalog_with_cache_and_drawn_vectors_encodes_only_namesa
     shaped = runner.invoke(app, ["memory", "tune", str(out), "--prior-age-share", "0.8"])
     assert shaped.exit_code == 0 and "age share 0.8" in shaped.output, shaped.output
     assert Resolver(Memory.load(out, encoder, verify=True)).prior.age_share == 0.8
+    # New 4-bit codes (SIMD-scanned) from the stored vectors, no text encoded again; the old file goes.
+    recoded = runner.invoke(app, ["memory", "recode", str(out), "--nbits", "4"])
+    assert recoded.exit_code == 0, recoded.output
+    manifest = read_manifest(out)
+    assert manifest.dictionaries["entity"].index_file == "entities.4bit.faiss"
+    assert not (out / "entities.faiss").exists()
+    fast = Memory.load(out, encoder, verify=True)
+    assert fast.entities.index.options()["nbits"] == 4 and fast.entities.index.nprobe == 6
+    assert fast.entities.search([f"{named.label}, {named.description}"], k=5)[0][0].id == named.id
+    np.testing.assert_array_equal(
+        fast.entities.index.reconstruct(np.array([position])),
+        loaded.entities.index.reconstruct(np.array([position])),
+    )
 
 
 def test_drawn_vectors_are_refused_for_a_dump_file(world: SyntheticDump, tmp_path: Path) -> None:

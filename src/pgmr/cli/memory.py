@@ -269,6 +269,42 @@ def tune(
         console.print("nothing changed: pass --nprobe, --rerank, --ef-search or a --prior- option")
 
 
+@app.command()
+def recode(
+    memory_dir: Path = typer.Argument(..., help="Memory directory with ivfpq-rerank indexes"),
+    nbits: int = typer.Option(
+        4, min=4, max=8, help="Bits per code: 4 scans with SIMD (fast-scan), 8 as built"
+    ),
+    m: int | None = typer.Option(None, min=1, help="Sub-quantizers (default: as built)"),
+) -> None:
+    """Give an ivfpq-rerank memory new PQ codes from its stored vectors (texts are not encoded again)."""
+    from pgmr.memory.cache import file_sha256
+    from pgmr.memory.indexes.recode import recode_file
+    from pgmr.memory.manifest import swap_index_file
+
+    try:
+        manifest = read_manifest(memory_dir)
+        if manifest.index_kind != "ivfpq-rerank" or manifest.index_backend != "faiss":
+            raise ValueError(
+                f"{memory_dir} has a {manifest.index_kind} index; only ivfpq-rerank can be re-coded"
+            )
+        for kind, entry in manifest.dictionaries.items():
+            stem = entry.index_file.split(".")[0]
+            name = f"{stem}.{f'm{m}x{nbits}' if m else f'{nbits}bit'}.faiss"
+            # A new name, so that the manifest switches from one whole file to the other.
+            name = f"{stem}.faiss" if name == entry.index_file else name
+            with progress_callback(f"re-coding the {kind} index") as progress:
+                recode_file(
+                    memory_dir / entry.index_file, memory_dir / name, m=m, nbits=nbits,
+                    scratch_dir=str(memory_dir), progress=progress,
+                )  # fmt: skip
+            swap_index_file(memory_dir, kind, name, file_sha256(memory_dir / name))  # type: ignore[arg-type]
+            console.print(f"{kind}: {entry.index_file} -> {name}")
+    except (PgmrMemoryError, ValueError, OSError) as exc:
+        print_error(exc)
+        raise typer.Exit(2) from None
+
+
 __all__ = ["app", "open_memory"]
 
 

@@ -212,15 +212,32 @@ def tune_search(
         search_options={**manifest.search_options, **options},
         prior={**manifest.prior, **prior},
     )
-    target = path / MANIFEST_FILE
+    write_manifest(path, tuned)
+    return tuned
+
+
+def write_manifest(path: Path, manifest: MemoryManifest) -> None:
+    """Replace a memory's manifest.json atomically (a temporary file renamed over it)."""
     tmp = path / f".{MANIFEST_FILE}.tmp-{os.getpid()}"
     try:
-        write_file(tmp, json.dumps(tuned.to_json(), indent=2).encode() + b"\n")
-        os.replace(tmp, target)
+        write_file(tmp, json.dumps(manifest.to_json(), indent=2).encode() + b"\n")
+        os.replace(tmp, path / MANIFEST_FILE)
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(path)
-    return tuned
+
+
+def swap_index_file(path: Path, kind: Kind, index_file: str, sha256: str) -> MemoryManifest:
+    """Point a memory's `kind` at another index file (already written and checksummed) in one manifest write,
+    then remove the file it had: a crash before the write leaves the old memory, after it the new one."""
+    manifest = read_manifest(path)
+    old = manifest.dictionaries[kind]
+    moved = replace(old, index_file=index_file, index_sha256=sha256)
+    swapped = replace(manifest, dictionaries={**manifest.dictionaries, kind: moved})
+    write_manifest(path, swapped)
+    if old.index_file != index_file:
+        (path / old.index_file).unlink(missing_ok=True)
+    return swapped
 
 
 def apply_search_options(index: Any, manifest: MemoryManifest, where: Path) -> None:

@@ -17,6 +17,7 @@ import weakref
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 # Above this many rows a read is a bulk scan (e.g. exact search over every row): the memory map's read-ahead
 # serves those better than one system call a row.
@@ -26,7 +27,9 @@ SCATTERED_MAX = 1 << 16
 class RowReader:
     """Rows of a C-ordered (rows, dimension) array of `dtype` stored at `offset` in a file, read by position."""
 
-    def __init__(self, path: Path | str, offset: int, rows: int, dimension: int, dtype: np.dtype) -> None:
+    def __init__(
+        self, path: Path | str, offset: int, rows: int, dimension: int, dtype: npt.DTypeLike
+    ) -> None:
         self.path = Path(path)
         self._offset, self._rows, self._dimension = offset, rows, dimension
         self._dtype = np.dtype(dtype)
