@@ -299,7 +299,7 @@ def results_document(
         "`pgmr memory build`, whose prominence prior counts IDs in training gold queries (LC-QuAD 2.0 train "
         "without its validation carve; for lcquad2-unknown-uri, the split's own training part without its "
         "validation carve). None used a "
-        "memory built from a Wikidata dump, whose prior is its sitelink counts (docs/scale.md).",
+        "memory built from a Wikidata dump, whose prior blends its sitelink counts with ID age (docs/scale.md).",
         "",
     ]
     parts += [
