@@ -16,7 +16,7 @@ fallback of the structured member would trade (LC-QuAD 2.0 validation; issue #19
    the drafts that reach the threshold, by kind and by how its label meets the memory (the own label of the
    best candidate, an alias of it, or no label or alias). A wrong relation written as the own label of a
    property the memory still holds means the generator wrote a wrong relation, which no memory signal can
-   catch (session 27). Writes bench/results/relation_removed_refusals.json; --no-fallback skips part 2 (no
+   catch (measured 2026-12-05, commit 16051fb). Writes bench/results/relation_removed_refusals.json; --no-fallback skips part 2 (no
    model needed).
 """
 

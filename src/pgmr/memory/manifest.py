@@ -191,13 +191,9 @@ def tune_search(
     changes, so no checksum does): validated, written to a temporary file and renamed over manifest.json.
     `prior`: age_share and scale of a dump-built memory's sitelinks prior (pgmr.resolver.ranking.prior_for)."""
     manifest = read_manifest(path)
-    known = SEARCH_OPTIONS.get(manifest.index_kind, ())
     for name, value in options.items():
-        if name not in known:
-            can = f"only {', '.join(known)}" if known else "no search option"
-            raise ValueError(f"{path} has a {manifest.index_kind} index, which takes {can}, not {name!r}")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if problem := _search_option_problem(manifest.index_kind, name, value):
+            raise ValueError(f"{path}: {problem}")
     prior = dict(prior or {})
     if prior and manifest.prior.get("source") != "sitelinks":
         raise ValueError(f"{path} has no sitelinks prior (a dump-built memory's) to shape")
@@ -242,11 +238,20 @@ def swap_index_file(path: Path, kind: Kind, index_file: str, sha256: str) -> Mem
 
 def apply_search_options(index: Any, manifest: MemoryManifest, where: Path) -> None:
     """The manifest's search options onto a loaded index (those its kind takes; others are a corrupt manifest)."""
-    known = SEARCH_OPTIONS.get(manifest.index_kind, ())
     for name, value in manifest.search_options.items():
-        if name not in known or isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if problem := _search_option_problem(manifest.index_kind, name, value):
             raise MemoryCorruptError(
-                f"{where / MANIFEST_FILE}: search option {name}={value!r} does not apply to a "
-                f"{manifest.index_kind} index; set it again with `pgmr memory tune`"
+                f"{where / MANIFEST_FILE}: {problem}; set it again with `pgmr memory tune`"
             )
         setattr(index, name, value)
+
+
+def _search_option_problem(index_kind: str, name: str, value: object) -> str | None:
+    """Why a search option does not apply to an index kind, or None when it does."""
+    known = SEARCH_OPTIONS.get(index_kind, ())
+    if name not in known:
+        can = f"only {', '.join(known)}" if known else "no search option"
+        return f"a {index_kind} index takes {can}, not {name!r}"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return f"{name} must be a positive integer, got {value!r}"
+    return None
