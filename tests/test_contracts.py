@@ -40,6 +40,22 @@ class TestSentenceTransformerEncoder(EncoderContract):
         assert encoder.name == "sentence-transformers/all-MiniLM-L6-v2" and encoder.dimension == 384
 
 
+class TestOnnxEncoder(EncoderContract):
+    """The default model through ONNX Runtime (what `load_encoder` picks on a CPU), exported into a fresh cache."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def encoder(cls, tmp_path_factory: pytest.TempPathFactory) -> Encoder:
+        from pgmr.memory.encoders import OnnxEncoder
+        from pgmr.memory.encoders.sentence_transformers import resolve_model
+
+        name, source = resolve_model(None)
+        return OnnxEncoder.for_model(Path(source), name, cache=tmp_path_factory.mktemp("onnx"))
+
+    def test_it_is_the_bundled_default_model(self, encoder: Encoder) -> None:
+        assert encoder.name == "sentence-transformers/all-MiniLM-L6-v2" and encoder.dimension == 384
+
+
 # --- vector indexes -----------------------------------------------------------------------------------------
 
 

@@ -1,18 +1,77 @@
-"""Concrete encoders and a loader by name."""
+"""Concrete encoders and a loader by name.
+
+Two backends run the same sentence-transformers models: ONNX Runtime (`onnx`, on a CPU: the same float32
+vectors, faster) and PyTorch (`torch`: any model, any device, bfloat16). `auto` picks ONNX Runtime where it
+can run the model and PyTorch elsewhere; `$PGMR_ENCODER_BACKEND` overrides the choice for every load.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+from pathlib import Path
+
 from pgmr.memory.encoder import Encoder
-from pgmr.memory.encoders.sentence_transformers import DEFAULT_MODEL_NAME, SentenceTransformerEncoder
+from pgmr.memory.encoders.onnx_export import OnnxExportError, model_layout
+from pgmr.memory.encoders.onnx_runtime import OnnxEncoder, onnxruntime_available
+from pgmr.memory.encoders.sentence_transformers import (
+    DEFAULT_MODEL_NAME,
+    SentenceTransformerEncoder,
+    resolve_model,
+)
 
-__all__ = ["DEFAULT_MODEL_NAME", "SentenceTransformerEncoder", "load_encoder"]
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "ENCODER_BACKENDS",
+    "OnnxEncoder",
+    "SentenceTransformerEncoder",
+    "check_backend",
+    "load_encoder",
+]
+
+ENCODER_BACKENDS = ("auto", "onnx", "torch")
+BACKEND_ENV = "PGMR_ENCODER_BACKEND"
+_log = logging.getLogger(__name__)
 
 
-def load_encoder(name: str | None = None, device: str = "cpu", precision: str = "fp32") -> Encoder:
+def check_backend(value: str) -> str:
+    if value not in ENCODER_BACKENDS:
+        raise ValueError(f"unknown encoder backend {value!r}: expected one of {', '.join(ENCODER_BACKENDS)}")
+    return value
+
+
+def _onnx_can_run(source: str, device: str, precision: str) -> bool:
+    # bfloat16 asked for by name is PyTorch's; `auto` is float32 here, as fast as PyTorch's bfloat16 on a CPU.
+    return (
+        device == "cpu"
+        and precision in ("auto", "fp32", "int8")
+        and onnxruntime_available()
+        and Path(source).is_dir()
+        and model_layout(Path(source)) is not None
+    )
+
+
+def load_encoder(
+    name: str | None = None, device: str = "cpu", precision: str = "fp32", backend: str | None = None
+) -> Encoder:
     """The encoder a name (as recorded in a memory's manifest) stands for; None is the default model.
 
     Every name is a sentence-transformers model: the bundled all-MiniLM-L6-v2, a local directory or a hub name.
-    `precision` (pgmr.precision): float32 unless asked, so that a memory built with it does not depend on the
-    machine; query encoding (`Memory.load`) asks for `auto`.
+    `precision`: `fp32` unless asked, so that a memory built with it does not depend on the machine; query
+    encoding (`Memory.load`) asks for `auto`; `int8` (ONNX Runtime only) quantizes the weights.
+    `backend`: one of ENCODER_BACKENDS, default `$PGMR_ENCODER_BACKEND` or `auto`.
     """
+    backend = check_backend(backend or os.environ.get(BACKEND_ENV) or "auto")
+    display, source = resolve_model(name)
+    if backend == "onnx" or (backend == "auto" and _onnx_can_run(source, device, precision)):
+        if device != "cpu":
+            raise ValueError(f"the ONNX encoder backend runs on the CPU only, not {device!r}")
+        try:
+            return OnnxEncoder.for_model(Path(source), display, "int8" if precision == "int8" else "fp32")
+        except OnnxExportError as exc:
+            if backend == "onnx":
+                raise
+            _log.warning("%s; encoding with PyTorch instead", exc)
+    if precision == "int8":
+        raise ValueError("int8 encoding needs the ONNX backend (onnxruntime) and a local model directory")
     return SentenceTransformerEncoder(name, device=device, precision=precision)

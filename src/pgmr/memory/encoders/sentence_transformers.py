@@ -32,6 +32,14 @@ def _bundled_model_path() -> Path:
     return path
 
 
+def resolve_model(model: str | None) -> tuple[str, str]:
+    """(the name a memory records, where to load it from: a local directory or a hub name)."""
+    if model is None or model in _DEFAULT_ALIASES:
+        return DEFAULT_MODEL_NAME, str(_bundled_model_path())
+    local = Path(model).expanduser()
+    return model, str(local) if local.exists() else model
+
+
 def _import_sentence_transformers() -> Any:
     # huggingface_hub reads HF_HUB_OFFLINE once, at import: set it before the first import so that loading
     # never reaches a hub. setdefault keeps an explicit choice of the user.
@@ -73,12 +81,7 @@ class SentenceTransformerEncoder:
         dtype = inference_dtype(precision, device)
         self.precision = precision_name(dtype)
         sentence_transformers = _import_sentence_transformers()
-        if model is None or model in _DEFAULT_ALIASES:
-            self._name = DEFAULT_MODEL_NAME
-            source = str(_bundled_model_path())
-        else:
-            self._name = model
-            source = str(Path(model).expanduser()) if Path(model).expanduser().exists() else model
+        self._name, source = resolve_model(model)
         self._model = _load_quietly(sentence_transformers, source, device).to(dtype=dtype)
         get_dimension = getattr(self._model, "get_embedding_dimension", None) or (
             self._model.get_sentence_embedding_dimension
