@@ -31,6 +31,13 @@ def _gold_from_rows(rows: list[dict[str, Any]]) -> list[QARecord]:
     return records
 
 
+def _dataset_id(gold: str | None, predictions: Path) -> str:
+    """qald.json's dataset id: the gold's name, or its file's (the predictions' when the rows hold the gold)."""
+    if gold is None:
+        return predictions.stem
+    return gold if gold in NAMED_DATASETS else Path(gold).stem
+
+
 def _command(
     predictions: Path,
     gold: str | None,
@@ -65,7 +72,11 @@ def evaluate(
         help=f"Gold dataset: a name ({', '.join(NAMED_DATASETS)}) or a file; default: each row's 'gold'",
     ),
     out_dir: Path = typer.Option(
-        ..., "--out", "-o", help="Directory for predictions.jsonl, metrics.json, report.md"
+        ...,
+        "--out",
+        "-o",
+        help="Directory for predictions.jsonl, metrics.json, report.md and two standard exports: "
+        "t2s-metrics.jsonl (t2s-metrics input) and qald.json (QALD JSON for GERBIL; answers with --store)",
     ),
     fmt: str = typer.Option("auto", "--format", help="Format of a gold file: auto | lcquad2 | qald | jsonl"),
     store: str | None = typer.Option(
@@ -76,7 +87,9 @@ def evaluate(
         True, "--catalog/--no-catalog", help="Count IDs unknown to the memory files (needs the data dir)"
     ),
 ) -> None:
-    """Query EM (primary), SQM, BLEU, URI EM, hallucinated IDs, refusals; answer P/R/F1 with --store."""
+    """Query EM (primary), SQM, BLEU, URI EM, hallucinated IDs, refusals; answer P/R/F1 with --store.
+    Also writes t2s-metrics.jsonl and qald.json for scoring the run with t2s-metrics and GERBIL."""
+    from pgmr.evaluation.exports import answers_executed, write_exports
     from pgmr.evaluation.metrics import EvaluationError
     from pgmr.evaluation.metrics import evaluate as run_evaluation
     from pgmr.evaluation.report import write_outputs
@@ -131,10 +144,15 @@ def evaluate(
     inputs = {"predictions": str(predictions), "gold": gold or "rows' 'gold' field", "store": store}
     title = f"pgmr eval: {predictions.name}" + (f" vs {gold}" if gold else "")
     write_outputs(out_dir, rows, result, command=command, inputs=inputs, title=title)
+    write_exports(out_dir, rows, result, dataset_id=_dataset_id(gold, predictions))
     out.print(overall_table(result, title))
     if result.gold_without_prediction:
         console.print(f"{result.gold_without_prediction} gold records have no prediction (not scored)")
-    console.print(f"wrote predictions.jsonl, metrics.json and report.md to {out_dir}")
+    console.print(
+        f"wrote predictions.jsonl, metrics.json, report.md, t2s-metrics.jsonl and qald.json to {out_dir}"
+    )
+    if not answers_executed(result):
+        console.print("qald.json has no answers: pass --store to fill them from the generated queries")
 
 
 def overall_table(result: EvaluationResult, title: str) -> Table:

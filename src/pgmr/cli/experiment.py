@@ -34,8 +34,9 @@ from pgmr.cli.experiment_unknown_uri import lcquad2_unknown_uri
 from pgmr.experiments import DEFAULT_OUT_ROOT, DEFAULT_PUBLISHED_DIR, EXPERIMENTS
 
 app = typer.Typer(
-    help="Run the reference paper's experiments (report.md, metrics.json, predictions, plots) and gather "
-    "them into docs/results.md.",
+    help="Run the reference paper's experiments (report.md, metrics.json, plots, and per system its scored "
+    "predictions with the t2s-metrics.jsonl and qald.json exports of `pgmr eval`) and gather them into "
+    "docs/results.md.",
     no_args_is_help=True,
 )
 

@@ -197,7 +197,8 @@ def execute(name: str, ws: Any, call: Callable[[], dict[str, Any]]) -> None:
     module = experiment_module(name)
     out.print(Markdown(f"## {module.TITLE}\n\n{module.tables(doc)}"))
     console.print(
-        f"wrote report.md, metrics.json and per-system outputs to {ws.out_dir} in {doc['wall_seconds']} s"
+        f"wrote report.md, metrics.json and per-system outputs (predictions.jsonl, metrics.json, report.md, "
+        f"t2s-metrics.jsonl, qald.json) to {ws.out_dir} in {doc['wall_seconds']} s"
     )
     systems = doc.get("systems")
     if systems is not None and not any(s.get("status") == "ok" for s in systems.values()):

@@ -25,6 +25,7 @@ from pgmr.datasets.reading import (
     field_text,
     first_char,
     jsonl_items,
+    meta_fields,
     question_text,
     record_id_of,
     sparql_text,
@@ -71,7 +72,11 @@ def load_jsonl(
         record_id = record_id_of(obj.get(id_key), id_key, source, index)
         question = question_text(field_text(obj, question_key))
         sparql = sparql_text(field_text(obj, sparql_key))
-        return QARecord(record_id, question, sparql, source)
+        # CK25 (the TEXT2SPARQL'25 questions) says per question whether its answers are ranked; order-aware
+        # scorers read it back from the meta (pgmr.evaluation.answers.result_order_matters).
+        flag = obj.get("result_order_matters")
+        meta = meta_fields(result_order_matters=flag) if isinstance(flag, bool) else ()
+        return QARecord(record_id, question, sparql, source, meta=meta)
 
     return collect_records(path, jsonl_items(path), parse, required_key=sparql_key)
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
-from pgmr.datasets.records import QARecord
+from pgmr.datasets.records import QARecord, meta_dict
+from pgmr.query.errors import UnterminatedTokenError
+from pgmr.query.lexer import tokenize
 from pgmr.query.sparql import with_prefixes
 
 
@@ -39,6 +41,8 @@ class _QueryResult(Protocol):
     boolean: bool | None
 
     def values(self) -> list[Any]: ...
+
+    def to_json(self) -> dict[str, Any]: ...
 
 
 class Store(Protocol):
@@ -79,6 +83,43 @@ def gold_answers(record: QARecord) -> frozenset[str] | None:
     return None
 
 
+# The flag a dataset may carry per question (CK25's questions-dev.jsonl, the TEXT2SPARQL'25 challenge), kept in
+# QARecord.meta by the JSONL loader.
+ORDER_FLAG = "result_order_matters"
+
+
+def _outer_order_and_limit(sparql: str) -> bool:
+    """Whether the outermost query has both ORDER BY and LIMIT: they sit outside every brace, where a
+    sub-select's own modifiers (inside `{ }`) cannot be, and a sub-select's order does not order the result."""
+    try:
+        tokens = [t for t in tokenize(sparql) if t.kind != "comment"]
+    except UnterminatedTokenError:
+        return False
+    depth, order, limit = 0, False, False
+    for i, tok in enumerate(tokens):
+        if tok.kind == "open" and tok.text == "{":
+            depth += 1
+        elif tok.kind == "close" and tok.text == "}":
+            depth -= 1
+        elif depth == 0 and tok.kind == "keyword":
+            word = tok.text.upper()
+            following = tokens[i + 1].text.upper() if i + 1 < len(tokens) else ""
+            order = order or (word == "ORDER" and following == "BY")
+            limit = limit or word == "LIMIT"
+    return order and limit
+
+
+def result_order_matters(record: QARecord) -> bool:
+    """Whether the order of a question's answers is part of the answer: the dataset's own flag when it gives
+    one (CK25 says false for `ORDER BY ... LIMIT 1`: one row has no order), else whether the gold query ends
+    in ORDER BY with LIMIT (a top-k question, whose rows the question ranks). Answer P/R/F1 here stay
+    set-based; this is what order-aware scorers (t2s-metrics) are told."""
+    flag = meta_dict(record).get(ORDER_FLAG)
+    if flag in ("true", "false"):
+        return flag == "true"
+    return _outer_order_and_limit(record.sparql)
+
+
 @dataclass(frozen=True)
 class AnswerEvaluation:
     precision: float | None  # None: the gold answers are unknown (gold query failed), question not scored
@@ -89,6 +130,9 @@ class AnswerEvaluation:
     gold_source: str  # "dataset" | "store"
     error: str | None = None  # why the prediction has no answers (store error, no query)
     gold_error: str | None = None
+    # The store's answer to the predicted query as SPARQL 1.1 JSON results, kept for the QALD export so that
+    # it need not run the query again; None when nothing ran or the store failed.
+    predicted_result: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def scored(self) -> bool:
@@ -107,11 +151,20 @@ class AnswerEvaluation:
         }
 
 
-def _run(store: Store, sparql: str, timeout: float | None) -> tuple[frozenset[str], str | None]:
+def _run(
+    store: Store, sparql: str, timeout: float | None
+) -> tuple[frozenset[str], str | None, dict[str, Any] | None]:
+    """(answer set, error, SPARQL JSON results) of one query on the store."""
     try:
-        return result_answers(store.query(with_prefixes(sparql), timeout=timeout)), None
+        result = store.query(with_prefixes(sparql), timeout=timeout)
+        answers = result_answers(result)
     except Exception as exc:  # any store failure (timeout, 5xx, syntax) counts as an empty answer
-        return frozenset(), f"{type(exc).__name__}: {exc}"
+        return frozenset(), f"{type(exc).__name__}: {exc}", None
+    try:
+        results = result.to_json()
+    except Exception:  # the export then lacks these answers; the scores must not depend on it
+        results = None
+    return answers, None, results
 
 
 def evaluate_answers(
@@ -121,16 +174,26 @@ def evaluate_answers(
     gold_source, gold_error = "dataset", None
     if gold is None:
         gold_source = "store"
-        gold, gold_error = _run(store, record.sparql, timeout)
+        gold, gold_error, _ = _run(store, record.sparql, timeout)
     predicted: frozenset[str]
     error: str | None
+    results: dict[str, Any] | None = None
     if predicted_sparql is None:
         predicted, error = frozenset(), "no executable query"
     else:
-        predicted, error = _run(store, predicted_sparql, timeout)
+        predicted, error, results = _run(store, predicted_sparql, timeout)
     if gold_error is not None:
-        return AnswerEvaluation(None, None, None, len(predicted), None, gold_source, error, gold_error)
+        return AnswerEvaluation(
+            None, None, None, len(predicted), None, gold_source, error, gold_error, predicted_result=results
+        )
     scores = answer_scores(predicted, gold)
     return AnswerEvaluation(
-        scores.precision, scores.recall, scores.f1, len(predicted), len(gold), gold_source, error
+        scores.precision,
+        scores.recall,
+        scores.f1,
+        len(predicted),
+        len(gold),
+        gold_source,
+        error,
+        predicted_result=results,
     )

@@ -20,6 +20,7 @@ from pgmr.evaluation.answers import (
     gold_answers,
     normalize_answer,
     result_answers,
+    result_order_matters,
 )
 from pgmr.evaluation.bleu import corpus_bleu, sentence_bleu
 from pgmr.query.errors import InvalidSparqlError
@@ -87,6 +88,10 @@ class RecordEvaluation:
     answers: AnswerEvaluation | None = None
     tokens: tuple[str, ...] = field(default=(), repr=False)  # normalized predicted tokens (for BLEU)
     gold_tokens: tuple[str, ...] = field(default=(), repr=False)
+    # The gold record's question and whether its answer order counts: what the standard exports need
+    # (pgmr.evaluation.exports) besides the queries.
+    question: str = field(default="", repr=False)
+    order_matters: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -188,6 +193,8 @@ def evaluate_record(
         answers=answers,
         tokens=tuple(tokens),
         gold_tokens=tuple(gold_tokens),
+        question=gold.question,
+        order_matters=result_order_matters(gold),
     )
 
 

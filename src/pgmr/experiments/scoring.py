@@ -44,10 +44,13 @@ def write_system(
     inputs: Mapping[str, Any],
     title: str,
 ) -> None:
-    """predictions.jsonl (scored rows), metrics.json and report.md of one system, as `pgmr eval` writes."""
+    """predictions.jsonl (scored rows), metrics.json, report.md and the standard exports (t2s-metrics.jsonl,
+    qald.json, whose dataset id is the gold's name in `inputs`) of one system, as `pgmr eval` writes them."""
+    from pgmr.evaluation.exports import write_exports
     from pgmr.evaluation.report import write_outputs
 
     write_outputs(out_dir, rows, result, command=command, inputs=inputs, title=title)
+    write_exports(out_dir, rows, result, dataset_id=str(inputs.get("gold") or out_dir.name))
 
 
 def system_result(result: EvaluationResult, **extra: Any) -> dict[str, Any]:
