@@ -13,6 +13,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from pgmr.cli.ask_candidates import CANDIDATES_OPTION, candidates_table
 from pgmr.cli.common import PRECISION_OPTION, Settings, console, out, print_error
 from pgmr.pipeline import AskResult, Pipeline, PipelineConfig, PipelineError, PlaceholderView
 from pgmr.precision import DEFAULT_PRECISION
@@ -283,8 +284,10 @@ def ask(
         False, "--verify-memory", help="Check the memory files' sha256 (slower)"
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON"),
+    candidates: int = CANDIDATES_OPTION,
 ) -> None:
-    """Answer one question: intermediate query, candidates per placeholder, final SPARQL and answers."""
+    """Answer one question: intermediate query, candidates per placeholder, final SPARQL and answers (with
+    --candidates N, also the N best final queries with their support)."""
     question = " ".join(question.split())
     if not question:
         print_error("the question is empty")
@@ -309,13 +312,15 @@ def ask(
     pipeline = load_pipeline(config)
     try:
         with console.status("asking"):
-            result = pipeline.ask(question)
+            result = pipeline.ask(question, candidates=candidates)
     finally:
         pipeline.close()
     if json_out:
         out.print_json(json.dumps(result.to_json()))
     else:
         out.print(render(result))
+        if result.candidates:
+            out.print(candidates_table(result))
     if result.status == "error":
         raise typer.Exit(1)
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pgmr.generators.base import RAG_MODES, Generator
 from pgmr.generators.ensemble import generate_drafts
+from pgmr.pipeline.alternatives import check_candidates, ranked_queries
 from pgmr.pipeline.batcher import Batcher, PipelineError
 from pgmr.pipeline.config import PipelineConfig
 from pgmr.pipeline.labels import LabelSource, MemoryLabels
@@ -139,10 +141,12 @@ class Pipeline:
 
     # -- entry points ------------------------------------------------------------------------------------------
 
-    def ask(self, question: str) -> AskResult:
+    def ask(self, question: str, *, candidates: int = 1) -> AskResult:
         """One question. Safe to call from many threads at once: questions that arrive while the model is busy
         are generated and resolved together in the next batch (up to `config.max_batch`), then each runs on
-        the store in its caller's thread."""
+        the store in its caller's thread. `candidates` > 1: the result also lists up to that many final
+        queries with their support, the answer first (pgmr.pipeline.alternatives)."""
+        check_candidates(candidates)
         if self.generator is None:
             raise PipelineError("this pipeline has no generator; use resolve_text")
         batcher = self._batcher
@@ -153,18 +157,25 @@ class Pipeline:
                 if self._batcher is None:
                     self._batcher = Batcher(self._model_stage, self.config.max_batch)
                 batcher = self._batcher
-        return self._finish(batcher.submit(question).result())
+        return self._finish(batcher.submit(question).result(), candidates=candidates)
 
-    def ask_many(self, questions: Sequence[str], *, batch_size: int = 16) -> list[AskResult]:
+    def ask_many(
+        self, questions: Sequence[str], *, batch_size: int = 16, candidates: int = 1
+    ) -> list[AskResult]:
         """Generation and resolution batched over all the questions; execution one by one."""
+        check_candidates(candidates)
         if isinstance(questions, str):
             raise TypeError("ask_many takes a sequence of questions, not one string")
         if self.generator is None:
             raise PipelineError("this pipeline has no generator; use resolve_text")
-        return [self._finish(p) for p in self._model_stage(questions, batch_size=batch_size)]
+        prepared = self._model_stage(questions, batch_size=batch_size)
+        return [self._finish(p, candidates=candidates) for p in prepared]
 
-    def resolve_text(self, text: str, *, question: str | None = None, execute: bool = True) -> AskResult:
+    def resolve_text(
+        self, text: str, *, question: str | None = None, execute: bool = True, candidates: int = 1
+    ) -> AskResult:
         """From an intermediate query written by hand (or by a model elsewhere): the same steps as `ask`."""
+        check_candidates(candidates)
         prepared = prepare(
             [question],
             [text],
@@ -174,7 +185,7 @@ class Pipeline:
             timers=[Timer()],
             lock=self._lock,
         )
-        return self._finish(prepared[0], execute=execute)
+        return self._finish(prepared[0], execute=execute, candidates=candidates)
 
     def search(self, text: str, kind: str, k: int = 5) -> list[MemoryHit]:
         if kind not in ("entity", "relation"):
@@ -206,9 +217,13 @@ class Pipeline:
                 lock=self._lock,
             )
 
-    def _finish(self, item: Prepared, *, execute: bool = True) -> AskResult:
-        """The store part (outside the lock): probes or one query, then labels."""
-        return finish(item, self.stages, store=self.store, labels=self.labels, run=execute)
+    def _finish(self, item: Prepared, *, execute: bool = True, candidates: int = 1) -> AskResult:
+        """The store part (outside the lock): probes or one query, then labels; then, for `candidates` > 1,
+        the other final queries (from the evidence already found: no model, no store)."""
+        result = finish(item, self.stages, store=self.store, labels=self.labels, run=execute)
+        if candidates > 1:
+            result = replace(result, candidates=ranked_queries(item, result, candidates, self.resolver))
+        return result
 
 
 def _memory_dir(memory_dir: Path | None) -> Path:

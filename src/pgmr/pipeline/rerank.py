@@ -317,10 +317,13 @@ def prepare_drafts(
         best, scores = choose(items, [d.source for d in ds], reranker, [d.confidence for d in ds], mine)
         items[best].drafts = scores
         ranked = sorted(
-            (k for k in range(len(items)) if k != best and items[k].resolution is not None),
+            (k for k in range(len(items)) if k != best and status_of(items[k]) != "invalid"),
             key=lambda k: -scores[k].score,
         )
-        items[best].alternatives = tuple((ds[k].source, items[k]) for k in ranked)
+        items[best].others = tuple((ds[k].source, items[k]) for k in ranked)
+        items[best].alternatives = tuple(
+            (ds[k].source, items[k]) for k in ranked if items[k].resolution is not None
+        )
         chosen.append(items[best])
     return chosen
 

@@ -137,6 +137,56 @@ class DraftScore:
 
 
 @dataclass(frozen=True)
+class Pick:
+    """One placeholder's ID in a candidate query (pgmr.pipeline.alternatives): the memory's candidate, its
+    resolver score and prior, and the probability that it is what the placeholder names
+    (pgmr.resolver.pick_support: for the resolver's best candidate, its confidence)."""
+
+    name: str
+    kind: str
+    id: str
+    label: str
+    description: str | None
+    score: float
+    similarity: float
+    prior: float
+    confidence: float
+    supported: bool
+
+
+@dataclass(frozen=True)
+class QueryCandidate:
+    """One complete final query among the several a question may get (`pgmr ask --candidates N`): its IDs
+    with their support, and the overall `support` its rank comes from (pgmr.pipeline.alternatives)."""
+
+    sparql: str
+    mapping: tuple[tuple[str, str], ...]
+    picks: tuple[Pick, ...]
+    # The product of the picks' confidences; None for a query without placeholders (direct and RAG modes).
+    support: float | None
+    # Every pick passes the refusal's gates, as the resolver's own pick must.
+    supported: bool
+    # The pipeline's answer (the result's `sparql`), which comes first whatever its support.
+    answer: bool = False
+    # The ensemble member whose draft it fills (None with one generator).
+    source: str | None = None
+    # How many result values the KG check found for it, when it ran this query (None: it did not).
+    results: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sparql": self.sparql,
+            "mapping": dict(self.mapping),
+            "support": self.support,
+            "supported": self.supported,
+            "answer": self.answer,
+            "source": self.source,
+            "results": self.results,
+            "picks": [asdict(p) for p in self.picks],
+        }
+
+
+@dataclass(frozen=True)
 class AskResult:
     question: str | None
     status: str
@@ -168,6 +218,9 @@ class AskResult:
     # With several drafts per question (an ensemble generator), how the reranker scored each; the chosen one's
     # text is `intermediate`.
     drafts: tuple[DraftScore, ...] = ()
+    # The best complete queries with their support, the answer first (`Pipeline.ask(..., candidates=N)`, N > 1;
+    # empty otherwise, and then absent from `to_json`, which stays what it was without them).
+    candidates: tuple[QueryCandidate, ...] = ()
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -194,6 +247,7 @@ class AskResult:
             "grounded": self.grounded_json(),
             "notes": list(self.notes),
             "drafts": [d.to_json() for d in self.drafts],
+            **({"candidates": [c.to_json() for c in self.candidates]} if self.candidates else {}),
         }
 
     @property
@@ -237,6 +291,8 @@ __all__ = [
     "AskResult",
     "CandidateView",
     "DraftScore",
+    "Pick",
     "PlaceholderView",
     "Probe",
+    "QueryCandidate",
 ]

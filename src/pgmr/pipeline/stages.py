@@ -80,6 +80,9 @@ class Prepared:
     # The other resolved drafts, best scored first, by source: tried in turn when this one's query finds
     # nothing on the store (see `finish`).
     alternatives: tuple[tuple[str, Prepared], ...] = ()
+    # Every other draft that parsed, refused ones too, in the same order: where more candidate queries come
+    # from (pgmr.pipeline.alternatives).
+    others: tuple[tuple[str, Prepared], ...] = ()
 
 
 # -- check and parse -------------------------------------------------------------------------------------------

@@ -254,7 +254,8 @@ def create_app(
     @app.post("/ask", response_model=AskResponse, summary="Answer a question", responses=LIMITED_RESPONSES)
     async def ask(body: AskRequest, request: Request) -> Any:
         """Generate an intermediate query, resolve its placeholders, run it read-only, label the answers."""
-        return answer(await limiter.run(current(request).ask, body.question))
+        work = partial(current(request).ask, body.question, candidates=body.candidates)
+        return answer(await limiter.run(work))
 
     @app.post(
         "/resolve",
@@ -265,7 +266,13 @@ def create_app(
     async def resolve(body: ResolveRequest, request: Request) -> Any:
         """Resolve a SPARQL-PGMR text written elsewhere; an UPDATE is refused with 400 and never executed."""
         p = current(request)
-        work = partial(p.resolve_text, body.query, question=body.question, execute=body.execute)
+        work = partial(
+            p.resolve_text,
+            body.query,
+            question=body.question,
+            execute=body.execute,
+            candidates=body.candidates,
+        )
         return answer(await limiter.run(work))
 
     @app.get(

@@ -6,8 +6,18 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
+from pgmr.pipeline import MAX_CANDIDATES
+
 MAX_QUESTION_CHARS = 1000
 MAX_QUERY_CHARS = 8000
+CANDIDATES_FIELD = Field(
+    1,
+    ge=1,
+    le=MAX_CANDIDATES,
+    description="How many final queries to return in `candidates`, the answer first, then the best supported "
+    "alternatives (pgmr.pipeline.alternatives); 1: none besides the answer, `candidates` stays empty",
+    examples=[3],
+)
 
 
 # "Blank" is spelt out, and the same set is in the documented pattern: Python's str.strip(), JSON Schema
@@ -16,6 +26,14 @@ MAX_QUERY_CHARS = 8000
 # refused (found by schemathesis).
 _BLANK = " \t\n\r\f\v"
 NOT_BLANK_PATTERN = "[^ \\t\\n\\r\\f\\v]"  # matches (anywhere) iff the text is not only those characters
+
+
+def _whole_number(value: object) -> object:
+    """A JSON number, not "3" or true (which lax coercion would take); 3.0 is one, as JSON Schema's "integer"
+    says (schemathesis found the strict alternative refusing it), and 2.5 is then refused as a fraction."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a whole number")
+    return value
 
 
 def _not_blank(value: str) -> str:
@@ -35,8 +53,10 @@ class AskRequest(BaseModel):
         examples=["Who founded Intel?"],
         json_schema_extra={"pattern": NOT_BLANK_PATTERN},
     )
+    candidates: int = CANDIDATES_FIELD
 
     _strip = field_validator("question")(_not_blank)
+    _count = field_validator("candidates", mode="before")(_whole_number)
 
 
 class ResolveRequest(BaseModel):
@@ -57,8 +77,10 @@ class ResolveRequest(BaseModel):
     question: str | None = Field(None, max_length=MAX_QUESTION_CHARS)
     # Strict: JSON `0` or `"no"` is not a boolean (lax coercion would run, or not run, a query by accident).
     execute: StrictBool = True
+    candidates: int = CANDIDATES_FIELD
 
     _strip = field_validator("query")(_not_blank)
+    _count = field_validator("candidates", mode="before")(_whole_number)
 
 
 class CandidateOut(BaseModel):
@@ -126,6 +148,36 @@ class DraftOut(BaseModel):
     sparql: str | None = None  # this draft's final query, when it resolved
 
 
+class PickOut(BaseModel):
+    """One placeholder's ID in a candidate query, with the probability that it is what the placeholder names
+    (for the resolver's own pick, its confidence) and whether that passes the refusal's gates."""
+
+    name: str
+    kind: Literal["entity", "relation"]
+    id: str
+    label: str
+    description: str | None
+    score: float
+    similarity: float
+    prior: float
+    confidence: float
+    supported: bool
+
+
+class QueryCandidateOut(BaseModel):
+    """One of the final queries of `candidates`: the answer (`answer` true) first, then the alternatives by
+    `support`, the product of its picks' probabilities (null without placeholders: direct and RAG modes)."""
+
+    sparql: str
+    mapping: dict[str, str]
+    support: float | None
+    supported: bool
+    answer: bool
+    source: str | None  # the ensemble member whose draft it fills
+    results: int | None  # result values the KG check found for it, when it ran it
+    picks: list[PickOut]
+
+
 class AskErrorOut(BaseModel):
     code: str
     message: str
@@ -156,6 +208,9 @@ class AskResponse(BaseModel):
     # What the resolver changed besides filling IDs: a triple turned round by the training facts.
     notes: list[str] = []
     drafts: list[DraftOut] = []
+    # With `candidates` > 1 in the request: up to that many final queries with their support (a refused
+    # question: the best alternatives, each with its insufficient support); empty otherwise.
+    candidates: list[QueryCandidateOut] = []
 
 
 class SearchHitOut(BaseModel):
