@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first, pinned: the CPU build on this machine's disk; a bare `torch` would pull a CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
-	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" $(BIN)/pip install --quiet -e '.[dev,bench,serve,llm,milvus]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" $(BIN)/pip install --quiet -e '.[dev,bench,serve,llm,milvus,mcp]'
 	# The web page test drives a real headless Chromium (Debian packages chromium + chromium-driver).
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } || \

@@ -13,6 +13,7 @@ from pgmr.cli.convert import convert
 from pgmr.cli.demo import demo
 from pgmr.cli.evaluate import evaluate
 from pgmr.cli.generate import generate
+from pgmr.cli.mcp import mcp
 from pgmr.cli.resolve import resolve
 from pgmr.cli.serve import serve
 from pgmr.cli.train import pack, train
@@ -47,6 +48,7 @@ app.command(name="train-verifier")(train_verifier)
 app.command()(generate)
 app.command()(ask)
 app.command()(serve)
+app.command()(mcp)
 app.command(name="eval")(evaluate)
 
 app.command()(demo)

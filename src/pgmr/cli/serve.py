@@ -25,13 +25,26 @@ from pgmr.cli.common import PRECISION_OPTION, console, print_error
 from pgmr.service.limits import DEFAULT_DEADLINE, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_QUEUE, ServiceLimits
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def check_port(host: str, port: int) -> None:
+    """Exit with 2 when `host:port` cannot be bound: checked before the (slow) model load, after which a taken
+    port would otherwise fail."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        print_error(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+        raise typer.Exit(2) from None
 
 
 def serve(
@@ -81,20 +94,12 @@ def serve(
     except ValueError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from None
-    if not _is_loopback(host):
+    if not is_loopback(host):
         console.print(
             f"[yellow]warning:[/yellow] binding to {host}: the service has no authentication; "
             "anyone who can reach this address can use it"
         )
-    # Checked before the (slow) model load: a taken port would otherwise fail only after it.
-    try:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, port))
-    except OSError as exc:
-        print_error(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-        raise typer.Exit(2) from None
+    check_port(host, port)
     config = build_config(
         ctx.obj,
         model=model,
