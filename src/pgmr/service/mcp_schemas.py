@@ -9,12 +9,23 @@ from pydantic import BaseModel, Field
 
 
 class Candidate(BaseModel):
+    """A memory candidate as the search tools return it."""
+
     id: str = Field(description="Wikidata ID (Q... or P...)")
     label: str
     description: str | None = None
     score: float = Field(description="Similarity to the searched text, 0-1")
-    prior: float | None = Field(default=None, description="Prominence of the ID, 0-1 (search tools only)")
-    similarity: float | None = None
+    prior: float = Field(description="Prominence of the ID, 0-1")
+
+
+class RankedCandidate(BaseModel):
+    """A candidate as the resolver ranked it for a placeholder."""
+
+    id: str
+    label: str
+    description: str | None = None
+    score: float = Field(description="The resolver's score: similarity with the prior and the question")
+    similarity: float
 
 
 class RefusedPlaceholder(BaseModel):
@@ -24,7 +35,7 @@ class RefusedPlaceholder(BaseModel):
     description: str = ""
     why: str = Field(description="Why no candidate is supported")
     confidence: float | None = None
-    best_candidates: list[Candidate]
+    best_candidates: list[RankedCandidate]
 
 
 class Refusal(BaseModel):
