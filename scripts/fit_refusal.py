@@ -1,6 +1,6 @@
 """Fit the refusal support model and choose the shipped threshold, on LC-QuAD 2.0 validation only.
 
-Choosing the threshold for the shipped generator (what ships since session 15; the default is an ensemble, so
+Choosing the threshold for the shipped generator (what ships since 2026-12-03; the default is an ensemble, so
 the choice must see every draft as `pgmr ask` resolves them):
 
     pgmr experiment refusal --split validation --models pgmr=models/pgmr-ensemble \

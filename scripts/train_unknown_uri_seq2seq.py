@@ -36,8 +36,9 @@ def main() -> None:
 
     from pgmr.config import resolve_data_dir
     from pgmr.datasets.splits import split_train_validation
-    from pgmr.experiments.lcquad2_unknown_uri import UnknownUriOptions, train_mode, unknown_uri_split
     from pgmr.experiments.settings import ExperimentSettings
+    from pgmr.experiments.unknown_uri_split import UnknownUriOptions, unknown_uri_split
+    from pgmr.experiments.unknown_uri_systems import train_mode
     from pgmr.experiments.workspace import Workspace
 
     recipe = UnknownUriOptions(

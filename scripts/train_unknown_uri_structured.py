@@ -38,8 +38,8 @@ def main() -> None:
     from pgmr.cli.train_structured import train_structured_cli
     from pgmr.config import resolve_data_dir
     from pgmr.datasets.splits import split_train_validation
-    from pgmr.experiments.lcquad2_unknown_uri import NAME, UnknownUriOptions, unknown_uri_split
     from pgmr.experiments.settings import ExperimentSettings
+    from pgmr.experiments.unknown_uri_split import NAME, UnknownUriOptions, unknown_uri_split
     from pgmr.experiments.workspace import Workspace
 
     split_options = UnknownUriOptions()

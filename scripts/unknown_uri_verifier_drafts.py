@@ -39,15 +39,15 @@ def main() -> int:
     from pgmr.cli.experiment_options import RichReporter
     from pgmr.config import resolve_data_dir
     from pgmr.datasets.splits import split_train_validation
-    from pgmr.experiments.lcquad2_unknown_uri import (
-        UnknownUriOptions,
-        split_prior_and_facts,
-        unknown_uri_split,
-    )
     from pgmr.experiments.predict import generate_draft_lists
     from pgmr.experiments.runners_up import runner_up_drafts
     from pgmr.experiments.settings import ExperimentSettings
     from pgmr.experiments.systems import load_model
+    from pgmr.experiments.unknown_uri_split import (
+        UnknownUriOptions,
+        split_prior_and_facts,
+        unknown_uri_split,
+    )
     from pgmr.experiments.verifier_fit import resolved_sparql
     from pgmr.experiments.workspace import Workspace
     from pgmr.generators.seq2seq.card import ModelCardError, read_model_card

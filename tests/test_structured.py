@@ -182,7 +182,7 @@ def test_generator_loads_by_card_and_writes_parseable_sparql_pgmr(tiny_run) -> N
     assert drafts[0].text == texts[0]
     # Alone vs in a batch: float noise, which in bfloat16 (precision auto on a CPU with AVX512-BF16 or AMX, whose
     # kernels round differently by batch shape and thread count) reached ~4e-5 with two threads and 1.1e-3 with
-    # one (OMP_NUM_THREADS=1, session 26); bfloat16 keeps 8 bits of mantissa, so 1e-2 is still far tighter than
+    # one (OMP_NUM_THREADS=1, 2026-12-05); bfloat16 keeps 8 bits of mantissa, so 1e-2 is still far tighter than
     # any real difference between the two paths.
     assert drafts[0].confidence == pytest.approx(scored[0][1], rel=1e-2)
 

@@ -96,10 +96,11 @@ def lcquad2_unknown_uri(
     """Re-split LC-QuAD 2.0 so that no test entity occurs in training, train the models on it (same preset
     and budget each; resumable run dirs under --out), evaluate them on its test part."""
     from pgmr.experiments import lcquad2_unknown_uri as experiment
+    from pgmr.experiments.unknown_uri_split import UnknownUriOptions
 
     try:
         extra_members = tuple(_member(m) for m in member)
-        options = experiment.UnknownUriOptions(
+        options = UnknownUriOptions(
             modes=tuple(m.strip() for m in modes.split(",") if m.strip()),
             test_share=test_share,
             test_size=test_size,

@@ -13,17 +13,17 @@ With the memory's labels (`known`, which every caller that holds a resolver pass
 rules change, because a span that is itself a label of the memory is far more likely to be what the model
 meant than one that is not:
 - a generated label that is a label or alias of the memory stays as generated ("Babe Ruth" is not re-spelt
-  "Babe_Ruth" after the question), with the two exceptions below (session 24);
+  "Babe_Ruth" after the question), with the two exceptions below (since 2026-12-05);
 - an entity label snaps to the closest span that is a memory label when one is close enough, and only
   otherwise to the closest span of all ("The Ivroy Coast" -> "Ivory Coast", a memory label, rather than the
   closer span "the Ivory Coast", which is not), unless that closer span holds the memory label plus content
   words ("CFR/22 class" -> "CFR DE 241 class", not the memory label "class"): a memory that knows only a
-  fragment of the name most likely lacks the entity, and the fragment would defeat refusal (session 16);
+  fragment of the name most likely lacks the entity, and the fragment would defeat refusal (since 2026-12-03);
 - a relation label that the memory does not know snaps to a close span that is a relation label of the
   memory ("Miastituent ID" -> "MIA constituent ID" when the question names that ID). Other relation labels
   stay as written, so a paraphrased relation stays as the model wrote it.
 On LC-QuAD 2.0 validation (600 questions, the default model) this took Query EM from 41.33% to 44.50%, most
-of it from relations (docs/generators.md). Two exceptions for labels the memory knows (session 24; LC-QuAD
+of it from relations (docs/generators.md). Two exceptions for labels the memory knows (2026-12-05; LC-QuAD
 2.0 validation, the default ensemble: 48.36% -> 50.88% Query EM, 47 of 1,826 queries turned right, 1 wrong):
 - a longer name wins: an entity label that is a span of the question gives way to the longest span that holds
   it plus content words and is itself an entity label of the memory ("Salta" -> "Salta Province", "Jesus" ->

@@ -45,7 +45,7 @@ The signals, each recorded per placeholder (`Support.features`):
                   identifier-like property ("LocFDD ID", an alias of P3266 "Library of Congress Format Description
                   Document ID"; pgmr.query.question.names_identifier). A question that names an identifier
                   exactly means that property; without this signal the models read the alias match as a near
-                  miss and refused such placeholders (session 24). The same signal for every label (the
+                  miss and refused such placeholders (2026-12-05). The same signal for every label (the
                   question names the best by any label or alias) was tried and helped less: "country" or
                   "member" name many properties loosely.
 
