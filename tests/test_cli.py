@@ -177,6 +177,7 @@ def test_demo_runs_on_the_data_dir_and_builds_its_memory(data_dir: Path, tmp_pat
             "--threshold",
             "0.8",
         ],
+        env={"COLUMNS": "80"},
     )
     assert result.exit_code == 0, result.output
     assert "[ENT]" in result.output and "refused" in result.output and "rejected: confidence" in result.output
@@ -184,6 +185,39 @@ def test_demo_runs_on_the_data_dir_and_builds_its_memory(data_dir: Path, tmp_pat
     assert [r["matches_gold"] for r in rows[:2]] == [True, True]
     assert rows[-1]["status"] == "refused"
     assert (memory / "manifest.json").is_file()
+    # At 80 columns the evidence tables fit, headers and IDs whole, the rank and the two scores left out.
+    lines = result.output.splitlines()
+    assert max(map(len, lines)) <= 80, "\n".join(line for line in lines if len(line) > 80)
+    assert "…" not in result.output
+    assert _headers(result.output) == {"placeholder", "confidence", "id", "label", "description"}
+    assert any("Q183" in line and "Germany" in line for line in lines)  # the first question's entity0
+    wide = runner.invoke(
+        app,
+        [
+            "--data-dir",
+            str(data_dir),
+            "demo",
+            "--oracle",
+            "-n",
+            "1",
+            "-m",
+            str(memory),
+            "--out",
+            str(tmp_path / "w"),
+            "--wide",
+        ],
+        env={"COLUMNS": "80"},
+    )
+    assert wide.exit_code == 0, wide.output
+    every = {"placeholder", "confidence", "rank", "id", "label", "description", "similarity", "score"}
+    assert _headers(wide.output) == every
+
+
+def _headers(output: str) -> set[str]:
+    """The column headers of every table in the output."""
+    return {
+        h.strip() for line in output.splitlines() if line.startswith("┃") for h in line.strip("┃").split("┃")
+    }
 
 
 def test_python_dash_m_runs_the_cli_from_a_source_tree(tmp_path: Path) -> None:

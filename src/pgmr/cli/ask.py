@@ -10,11 +10,19 @@ from rich.console import Group
 from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
-from rich.table import Table
 from rich.text import Text
 
 from pgmr.cli.ask_candidates import CANDIDATES_OPTION, candidates_table
 from pgmr.cli.common import PRECISION_OPTION, Settings, console, out, print_error
+from pgmr.cli.tables import (
+    DESCRIPTION_FLOOR,
+    ID_WIDTH,
+    LABEL_FLOOR,
+    WIDE_OPTION,
+    Column,
+    FittedTable,
+    row,
+)
 from pgmr.pipeline import AskResult, Pipeline, PipelineConfig, PipelineError, PlaceholderView
 from pgmr.precision import DEFAULT_PRECISION
 from pgmr.resolver.grounding import LITERAL
@@ -151,64 +159,89 @@ def highlighted(text: str) -> Text:
     return rendered
 
 
-def candidate_table(p: PlaceholderView) -> Table:
+# A reader picks among candidates by ID, label and description (the description tells two "Paris" apart), so
+# those stay, wrapped when long. The rows are already in score order and those under the similarity threshold
+# are dimmed, so the two numbers add the least: similarity goes first, then the score.
+CANDIDATE_COLUMNS = (
+    Column(""),
+    Column("id", floor=ID_WIDTH),
+    Column("label", wrap=True, floor=LABEL_FLOOR),
+    Column("description", wrap=True, floor=DESCRIPTION_FLOOR),
+    Column("score", drop=1, justify="right"),
+    Column("similarity", drop=2, justify="right"),
+)
+# The variable's name matters only when a query returns several; the answer and what it is matter always.
+ANSWER_COLUMNS = (
+    Column("variable", drop=1),
+    Column("answer", wrap=True, floor=LABEL_FLOOR),
+    Column("id", floor=ID_WIDTH),
+    Column("description / datatype", wrap=True, floor=DESCRIPTION_FLOOR),
+)
+PROBE_COLUMNS = (
+    Column("#", justify="right"),
+    Column("mapping", wrap=True),
+    Column("score", justify="right"),
+    Column("results", justify="right"),
+    Column("error", wrap=True),
+)
+
+
+def candidate_table(p: PlaceholderView, wide: bool = False) -> FittedTable:
     colour = "blue" if p.kind == "entity" else "green"
     title = f"[bold {colour}]{p.name}[/] [{'ENT' if p.kind == 'entity' else 'REL'}] {escape(p.label)}"
     if p.description:
         title += f" [dim]{escape(p.description)}[/]"
-    table = Table(title=title, title_justify="left", show_lines=False)
-    for col in ("", "id", "label", "description", "score", "similarity"):
-        table.add_column(col, justify="right" if col in ("score", "similarity") else "left")
+    rows = []
     for c in p.candidates:
         chosen = c.id == p.chosen
         style = "bold" if chosen else ("dim" if c.similarity < p.threshold else None)
-        table.add_row(
+        cells = (
             "✓" if chosen else "",
             c.id,
-            escape(c.label),
-            escape(c.description or ""),
+            c.label,
+            c.description or "",
             f"{c.score:.3f}",
             f"{c.similarity:.3f}",
-            style=style,
         )
+        rows.append(row(*cells, style=style))
+    caption = None
     if not p.supported:
-        table.caption = f"[magenta]rejected: {escape(p.rejected)}[/]"
+        caption = f"[magenta]rejected: {escape(p.rejected)}[/]"
     elif p.confidence is not None:
-        table.caption = f"[dim]confidence {p.confidence:.3f} (threshold {p.min_confidence:.3f})[/]"
-    return table
+        caption = f"[dim]confidence {p.confidence:.3f} (threshold {p.min_confidence:.3f})[/]"
+    return FittedTable(CANDIDATE_COLUMNS, tuple(rows), title=title, caption=caption, wide=wide)
 
 
-def answers_table(result: AskResult) -> Table:
-    table = Table(title=f"answers ({result.answer_count})", title_justify="left")
-    for col in ("variable", "answer", "id", "description / datatype"):
-        table.add_column(col)
+def answers_table(result: AskResult, wide: bool = False) -> FittedTable:
+    rows = []
     for a in result.answers:
         extra = a.description or a.language or (a.datatype.rsplit("#", 1)[-1] if a.datatype else "")
-        table.add_row(a.variable or "", escape(a.label or a.value), a.id or "", escape(extra or ""))
+        rows.append(row(a.variable or "", a.label or a.value, a.id or "", extra or ""))
+    caption = None
     if result.answer_count > len(result.answers):
-        table.caption = f"first {len(result.answers)} of {result.answer_count}"
-    return table
-
-
-def probes_table(result: AskResult) -> Table:
-    table = Table(
-        title=f"KG check: {len(result.probes)} probe(s), choice: {result.choice}", title_justify="left"
+        caption = f"first {len(result.answers)} of {result.answer_count}"
+    return FittedTable(
+        ANSWER_COLUMNS, tuple(rows), title=f"answers ({result.answer_count})", caption=caption, wide=wide
     )
-    for col in ("#", "mapping", "score", "results", "error"):
-        table.add_column(col, justify="right" if col in ("#", "score", "results") else "left")
-    for i, p in enumerate(result.probes, 1):
-        table.add_row(
+
+
+def probes_table(result: AskResult, wide: bool = False) -> FittedTable:
+    rows = (
+        row(
             str(i),
             " ".join(f"{k}={v}" for k, v in p.mapping),
             f"{p.score:.3f}",
             "" if p.count is None else str(p.count),
-            escape(p.error or ""),
+            p.error or "",
             style="bold" if p.has_result else None,
         )
-    return table
+        for i, p in enumerate(result.probes, 1)
+    )
+    title = f"KG check: {len(result.probes)} probe(s), choice: {result.choice}"
+    return FittedTable(PROBE_COLUMNS, tuple(rows), title=title, wide=wide)
 
 
-def render(result: AskResult) -> Group:
+def render(result: AskResult, wide: bool = False) -> Group:
     parts: list[object] = []
     if result.question:
         parts.append(Text.assemble(("question: ", "bold"), result.question))
@@ -238,7 +271,7 @@ def render(result: AskResult) -> Group:
         parts.append(Text.assemble((f"grounded {name}: ", "bold"), f"{change} (from the question)"))
     for note in result.notes:
         parts.append(Text.assemble(("resolver: ", "bold"), note))
-    parts.extend(candidate_table(p) for p in result.placeholders)
+    parts.extend(candidate_table(p, wide) for p in result.placeholders)
     if result.sparql:
         parts.append(
             Panel(
@@ -248,7 +281,7 @@ def render(result: AskResult) -> Group:
             )
         )
     if len(result.probes) > 1 or result.choice in ("kg", "fallback"):
-        parts.append(probes_table(result))
+        parts.append(probes_table(result, wide))
     status = Text.assemble(("status: ", "bold"), (result.status, STATUS_STYLE[result.status]))
     if result.reason:
         status.append(f"  {result.reason}")
@@ -261,7 +294,7 @@ def render(result: AskResult) -> Group:
     if result.boolean is not None:
         parts.append(Text.assemble(("answer: ", "bold"), ("yes" if result.boolean else "no", "bold")))
     elif result.answers:
-        parts.append(answers_table(result))
+        parts.append(answers_table(result, wide))
     timings = " · ".join(f"{stage} {seconds * 1000:.0f} ms" for stage, seconds in result.timings)
     parts.append(Text(timings, style="dim"))
     return Group(*parts)  # type: ignore[arg-type]
@@ -285,6 +318,7 @@ def ask(
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON"),
     candidates: int = CANDIDATES_OPTION,
+    wide: bool = WIDE_OPTION,
 ) -> None:
     """Answer one question: intermediate query, candidates per placeholder, final SPARQL and answers (with
     --candidates N, also the N best final queries with their support)."""
@@ -318,7 +352,8 @@ def ask(
     if json_out:
         out.print_json(json.dumps(result.to_json()))
     else:
-        out.print(render(result))
+        # Uncropped: a --wide table may be wider than the terminal on purpose.
+        out.print(render(result, wide), crop=not wide)
         if result.candidates:
             out.print(candidates_table(result))
     if result.status == "error":

@@ -14,11 +14,11 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from pgmr.cli.ask import REFUSAL_OPTION, THRESHOLD_OPTION
 from pgmr.cli.common import PRECISION_OPTION, Settings, console, out, print_error, progress_callback
+from pgmr.cli.tables import DESCRIPTION_FLOOR, ID_WIDTH, LABEL_FLOOR, WIDE_OPTION, Column, FittedTable, row
 from pgmr.config import default_memory_dir
 from pgmr.conversion import ConversionSummary, convert_records
 from pgmr.datasets import load_named
@@ -52,6 +52,7 @@ def demo(
     ),
     oracle: bool = typer.Option(False, help="Use gold queries converted to SPARQL-PGMR instead of a model"),
     precision: str = PRECISION_OPTION,
+    wide: bool = WIDE_OPTION,
 ) -> None:
     """Generate, ground, resolve and check sample LC-QuAD 2.0 test questions; show a refusal."""
     settings: Settings = ctx.obj
@@ -119,7 +120,7 @@ def demo(
         matches = sqm = False
         if result.status == "resolved" and result.sparql is not None:
             assert result.verdict is not None
-            out.print(evidence_table(result.verdict))
+            out.print(evidence_table(result.verdict, wide), crop=not wide)
             out.print(Text(result.sparql))
             matches = query_exact_match(result.sparql, record.sparql)
             sqm = matches or semantic_match(result.sparql, record.sparql)[0]
@@ -146,21 +147,36 @@ def demo(
     )
 
 
-def evidence_table(result: Resolution | Refusal) -> Table:
-    table = Table(show_header=True, header_style="bold")
-    for col in ("placeholder", "confidence", "rank", "id", "label", "description", "similarity", "score"):
-        table.add_column(col)
+# The demo shows why each placeholder got its ID: the placeholder, its confidence (what the refusal compares
+# with the threshold), and the top candidates by ID, label and description, wrapped when long. The rank is the
+# row order already, and similarity and score are the parts of the ranking a reader needs least: they go first.
+EVIDENCE_COLUMNS = (
+    Column("placeholder"),
+    Column("confidence", justify="right"),
+    Column("rank", drop=3, justify="right"),
+    Column("id", floor=ID_WIDTH),
+    Column("label", wrap=True, floor=LABEL_FLOOR),
+    Column("description", wrap=True, floor=DESCRIPTION_FLOOR),
+    Column("similarity", drop=2, justify="right"),
+    Column("score", drop=1, justify="right"),
+)
+
+
+def evidence_table(result: Resolution | Refusal, wide: bool = False) -> FittedTable:
+    rows = []
     for ev in result.evidence:
         for rank, c in enumerate(ev.candidates[:3], 1):
             confidence = "" if rank > 1 or ev.confidence is None else f"{ev.confidence:.3f}"
-            table.add_row(
-                ev.placeholder.name if rank == 1 else "",
-                confidence,
-                str(rank),
-                c.id,
-                c.label,
-                (c.description or "")[:50],
-                f"{c.similarity:.3f}",
-                f"{c.score:.3f}",
+            rows.append(
+                row(
+                    ev.placeholder.name if rank == 1 else "",
+                    confidence,
+                    str(rank),
+                    c.id,
+                    c.label,
+                    c.description or "",
+                    f"{c.similarity:.3f}",
+                    f"{c.score:.3f}",
+                )
             )
-    return table
+    return FittedTable(EVIDENCE_COLUMNS, tuple(rows), header_style="bold", wide=wide)
