@@ -1,5 +1,6 @@
 """More drafts per question from the structured members: does the right query hide in their runners-up, and can
-the reranker find it? (LC-QuAD 2.0 validation; issue #18, docs/generators.md.)
+the reranker find it? (LC-QuAD 2.0 validation; issue #18, docs/research-log.md, "2026-12-05 — Runners-up as
+extra drafts".)
 
     pgmr generate models/pgmr-ensemble lcquad2-validation --batch-size 32 \
         -o artifacts/rerank/validation.drafts.jsonl                       # the shipped members' drafts

@@ -5,7 +5,8 @@ side by side in one process: Query EM, refusals, final queries that differ, ques
     python bench/precision.py [--model models/pgmr-ensemble] [--start 600] [--limit 0] [--batch-size 32]
 
 `--start 600` skips the validation questions the seq2seq member's post-generation rules were tuned on (as the
-reranker's fit does). What chose `--precision auto` (docs/generators.md, "Inference precision"). Writes
+reranker's fit does). What chose `--precision auto` (docs/research-log.md,
+"2026-12-03 — Inference precision: bfloat16"). Writes
 bench/results/precision.json.
 """
 

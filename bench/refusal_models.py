@@ -1,5 +1,5 @@
 """Would a nonlinear support model refuse better than the shipped logistic one? Out-of-fold on LC-QuAD 2.0
-validation (issue #19, docs/resolver.md).
+validation (issue #19, docs/research-log.md, "2026-12-05 — The recall side of refusal").
 
     python scripts/fit_refusal.py --label supported --predictions artifacts/rerank/validation.drafts.jsonl \
         --out artifacts/refusal-calibration        # writes placeholders.jsonl (one row per draft and memory)

@@ -1,5 +1,6 @@
 """Why answerable questions of the relation-removed set are refused, and what a memory-constrained relation
-fallback of the structured member would trade (LC-QuAD 2.0 validation; issue #19, docs/resolver.md).
+fallback of the structured member would trade (LC-QuAD 2.0 validation; issue #19,
+docs/research-log.md, "2026-12-04 — Why relation-removed questions are refused").
 
     python scripts/fit_refusal.py --label supported --predictions artifacts/rerank/validation.drafts.jsonl \
         --out artifacts/refusal-calibration/s18r            # writes placeholders.jsonl (one row per draft, memory)

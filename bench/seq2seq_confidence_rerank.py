@@ -1,4 +1,5 @@
-"""Would the seq2seq member's own token probabilities help the ensemble's reranker? (issue #18, docs/generators.md)
+"""Would the seq2seq member's own token probabilities help the ensemble's reranker? (issue #18,
+docs/research-log.md, 2026-12-04)
 
     python bench/seq2seq_confidence_rerank.py --drafts artifacts/rerank/validation.drafts.jsonl \
         --signals artifacts/rerank/s18/drafts.signals.json

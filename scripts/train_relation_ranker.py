@@ -7,7 +7,8 @@
 The training questions are the structured member's (LC-QuAD 2.0 train minus the 8% validation carve, with
 paraphrases); the candidates are that member's best properties per gold relation slot, given the gold template.
 Resumable: rerun the same command. `--pack-to` writes the int8 ranker with the given top_k and weight (chosen on
-validation, docs/generators.md) and can be run again after training without retraining.
+validation, docs/research-log.md, "2026-12-04 — A relation ranker") and can be run again after training
+without retraining.
 """
 
 from __future__ import annotations

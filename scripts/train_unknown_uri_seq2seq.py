@@ -9,7 +9,7 @@ split's own validation part. The recipe is the experiment's pgmr seq2seq recipe 
 decoder, 8k BPE, 6,000 steps of 32, lr 1e-3 / encoder 1e-4, 300 warm-up steps, bfloat16) plus each training
 record's paraphrased question as a second example. On the original split the same model is
 
-    pgmr train --mode pgmr --preset minilm --paraphrases --seed 7 ... (docs/generators.md)
+    pgmr train --mode pgmr --preset minilm --paraphrases --seed 7 ... (docs/research-log.md, 2026-12-04)
 
 Resumable: rerun the same command.
 """

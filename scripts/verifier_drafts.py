@@ -8,7 +8,8 @@ Per question, each structured member's `+t2` and `+r2` drafts (pgmr.experiments.
 `pgmr generate --resolve` resolves (the shipped grounding, no refusal) and appended to the row with their final
 SPARQL. They are near neighbours of the members' own drafts (another template, a relation's runner-up), mostly
 wrong: the examples that teach the verifier the distinctions the reranker's support signals cannot make. The
-verifier shipped on 2026-12-05 was trained on these rows; docs/generators.md.
+verifier shipped on 2026-12-05 was trained on these rows; docs/research-log.md, "2026-12-05 — The draft
+verifier ships".
 """
 
 from __future__ import annotations

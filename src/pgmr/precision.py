@@ -2,10 +2,10 @@
 
 `auto` is bfloat16 where the hardware computes it natively (a CPU with AVX512-BF16 or AMX, a CUDA GPU that
 supports it) and float32 elsewhere: on a CPU without those instructions bfloat16 is emulated and slower than
-float32. Measured on LC-QuAD 2.0 validation (docs/generators.md, "Generation speed"): bfloat16 weights make the
-default generator and the memory's query encoder 1.2-2.3x faster, with the same Query EM. Training has its own
-switch (`pgmr train --bf16`, mixed precision); building a memory always encodes in float32, so the stored
-vectors do not depend on the machine that built them.
+float32. Measured on LC-QuAD 2.0 validation (docs/research-log.md, "2026-12-03 — Inference precision:
+bfloat16"): bfloat16 weights make the default generator and the memory's query encoder 1.2-2.3x faster, with
+the same Query EM. Training has its own switch (`pgmr train --bf16`, mixed precision); building a memory
+always encodes in float32, so the stored vectors do not depend on the machine that built them.
 
 Imports torch lazily: `pgmr.config` and the CLI's option parsing use `check_precision` without it.
 """

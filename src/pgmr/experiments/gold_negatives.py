@@ -2,7 +2,7 @@
 
 The members' own drafts of their training questions are right 80% of the time, so the verifier sees few of the
 mistakes it has to tell apart on new questions. These negatives are one edit away from the gold query, each an
-edit the generators are seen to make (docs/generators.md, where the errors are):
+edit the generators are seen to make (docs/research-log.md, "2026-12-05 — Runners-up as extra drafts"):
 
 - `relation`: one property swapped for a near neighbour in the memory (by the embedding of its label and
   description) among the properties the training queries use: end time / start time, place of death / place

@@ -22,9 +22,10 @@ meant than one that is not:
 - a relation label that the memory does not know snaps to a close span that is a relation label of the
   memory ("Miastituent ID" -> "MIA constituent ID" when the question names that ID). Other relation labels
   stay as written, so a paraphrased relation stays as the model wrote it.
-On LC-QuAD 2.0 validation (600 questions, the default model) this took Query EM from 41.33% to 44.50%, most
-of it from relations (docs/generators.md). Two exceptions for labels the memory knows (2026-12-05; LC-QuAD
-2.0 validation, the default ensemble: 48.36% -> 50.88% Query EM, 47 of 1,826 queries turned right, 1 wrong):
+On LC-QuAD 2.0 validation (600 questions, the default model) this took Query EM from 41.33% to 44.50%, most of
+it from relations (docs/research-log.md, 2026-12-02). Two exceptions for labels the memory knows (2026-12-05;
+LC-QuAD 2.0 validation, the default ensemble: 48.36% -> 50.88% Query EM, 47 of 1,826 queries turned right, 1
+wrong):
 - a longer name wins: an entity label that is a span of the question gives way to the longest span that holds
   it plus content words and is itself an entity label of the memory ("Salta" -> "Salta Province", "Jesus" ->
   "Jesus Christ", "Medusa" -> "The Raft of the Medusa"). The generators often copy part of a name, and the
@@ -75,7 +76,7 @@ Known = Callable[[Kind, str], bool]
 @dataclass(frozen=True)
 class GroundingConfig:
     # Entity labels snap to a question span at least this similar (1 turns label grounding off); chosen on
-    # LC-QuAD 2.0 validation (docs/generators.md).
+    # LC-QuAD 2.0 validation (docs/research-log.md, "2026-11-29 — Label grounding").
     min_similarity: float = 0.5
     max_span_words: int = 8
     literals: bool = True  # ground_literals as well

@@ -59,7 +59,8 @@ class TrainConfig:
     # Linear decay that reaches 0 at max_steps or at the end of max_minutes, whichever comes first: a run whose
     # wall budget binds still ends annealed instead of being cut mid-schedule (machine speed varies here).
     anneal_to_budget: bool = False
-    # Batches of similar source + target length: less padding, ~30% faster steps on CPU (docs/generators.md).
+    # Batches of similar source + target length: less padding, ~30% faster steps on CPU (docs/research-log.md,
+    # "2026-12-01 — The seq2seq default retrained").
     group_by_length: bool = True
     # Decoder-only models only: LoRA rank (0: train every weight), scale and dropout.
     lora_r: int = 0

@@ -24,7 +24,8 @@ from pgmr.generators.seq2seq.model import SOURCE_TOKENIZER_DIR
 from pgmr.generators.seq2seq.packing import is_packed, load_packed
 from pgmr.precision import DEFAULT_PRECISION, inference_dtype
 
-# Copy bias of pgmr-mode decoding unless a caller sets one: chosen on LC-QuAD 2.0 validation (docs/generators.md).
+# Copy bias of pgmr-mode decoding unless a caller sets one: chosen on LC-QuAD 2.0 validation
+# (docs/research-log.md, "2026-12-01 — Copy bias in decoding").
 DEFAULT_COPY_BIAS = 4.0
 DEFAULT_RELATION_COPY_BIAS = 4.0
 DEFAULT_COPY_CLOSE = False
@@ -93,9 +94,9 @@ class Seq2SeqGenerator:
         own_loop: bool = True,
     ) -> Seq2SeqGenerator:
         """`path`: a model directory (with model_card.json) or the training output directory holding `model/`.
-        Unset settings come from the card (what validation used); the copy bias defaults to
-        DEFAULT_COPY_BIAS (chosen on LC-QuAD 2.0 validation, docs/generators.md). `precision`: the weights'
-        format for inference (pgmr.precision; `auto` is bfloat16 where the hardware computes it natively).
+        Unset settings come from the card (what validation used); the copy bias defaults to DEFAULT_COPY_BIAS
+        (chosen on LC-QuAD 2.0 validation, docs/research-log.md, 2026-12-01). `precision`: the weights' format
+        for inference (pgmr.precision; `auto` is bfloat16 where the hardware computes it natively).
         `own_loop`: greedy decoding in pgmr's loop where the model allows it (greedy.py), else `generate`."""
         dtype = inference_dtype(precision, device)
         model_dir = resolve_model_dir(path)

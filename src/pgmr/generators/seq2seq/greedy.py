@@ -2,15 +2,17 @@
 with cross-attention) in a loop of plain tensor operations on the model's own weights.
 
 Why: at batch 1 one step of the shipped 2-layer decoder is about 8M multiply-adds, far under a millisecond, yet
-`model.generate` takes ~3.3 ms per step on this machine: the time goes to per-call overhead (cache objects, mask
-building, module dispatch: 111k module calls for 40 questions; docs/generators.md), not arithmetic. This loop does
-the same arithmetic with the key/value caches preallocated, the self-attention's three projections fused into one,
-the encoder's keys and values projected once per batch and, in bfloat16, every weight packed once for oneDNN.
+`model.generate` takes ~3.3 ms per step on this machine: the time goes to per-call overhead (cache objects,
+mask building, module dispatch: 111k module calls for 40 questions; docs/research-log.md, 2026-12-04), not
+arithmetic. This loop does the same arithmetic with the key/value caches preallocated, the self-attention's
+three projections fused into one, the encoder's keys and values projected once per batch and, in bfloat16,
+every weight packed once for oneDNN.
 
 It is transformers' greedy search (`num_beams=1, do_sample=False`) step for step: the same float32 scores handed
 to the same logits processors (the copy bias), the same argmax, finished rows padded. Attention may add in a
 different order than transformers' kernel, so a near tie can in principle break the other way; the tests compare
-the two token for token on a trained model, and docs/generators.md records the agreement on validation.
+the two token for token on a trained model, and docs/research-log.md ("2026-12-05 — pgmr's own greedy loop")
+records the agreement on validation.
 `Seq2SeqGenerator` uses it whenever `supports(model)` holds and decoding is greedy; everything else (T5, beams,
 decoder-only models) stays on `generate`.
 """

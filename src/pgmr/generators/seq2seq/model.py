@@ -7,8 +7,8 @@ Two kinds of preset:
   randomly initialised BERT decoder with cross-attention writes the target with a byte-level BPE tokenizer
   trained on the targets. The decoder's token embeddings start as the encoder's embeddings of the same text,
   so a label copied from the question starts close to where the encoder put it. From-scratch T5s on this
-  machine's budget learned question-independent outputs (docs/generators.md); the pretrained encoder is what
-  makes the question count.
+  machine's budget learned question-independent outputs (docs/research-log.md, "2026-12-02 — What was tried
+  for the seq2seq model"); the pretrained encoder is what makes the question count.
 """
 
 from __future__ import annotations

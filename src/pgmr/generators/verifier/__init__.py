@@ -13,8 +13,9 @@ questions a member's draft is still wrong about 20% of the time), each draft is 
 compared with the gold query; a right draft is a positive example, a wrong one a negative, and the gold query is
 the positive of a question no draft gets right (`pgmr.experiments.verifier_fit`; `pgmr train-verifier`).
 
-The shipped default has no verifier: on LC-QuAD 2.0 validation it added 0.2 points of Query EM to the shipped
-reranker for about twice a question's time (docs/generators.md, "A draft verifier"). An ensemble directory with
+The shipped default (models/pgmr-ensemble) has one since 2026-12-05 (docs/research-log.md, "2026-12-05 — The
+draft verifier ships"); its first version added only 0.2 points of Query EM on LC-QuAD 2.0 validation for about
+twice a question's time ("2026-12-05 — A draft verifier, first version"). An ensemble directory with
 `verifier/` and a reranker fitted with it uses one.
 
 - `text`: verbalization (`verbalize`, `memory_describer`);
