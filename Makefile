@@ -2,7 +2,10 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Two installs: what the tests need (every extra, a llama.cpp build, Chromium) and what the demo needs (the core:
+# no compiler run, no browser), so that a fresh `make demo` reaches its first answer without the test tooling.
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-core
 DATA_DIR ?= ../shared/data
 ARTIFACTS ?= artifacts
 
@@ -18,7 +21,14 @@ $(STAMP): pyproject.toml
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } || \
 	  echo "warning: chromium/chromium-driver not installed; the web page test will be skipped"
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
+
+$(DEMO_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e .
+	touch $(DEMO_STAMP)
 
 setup: $(STAMP)
 
@@ -30,7 +40,7 @@ test: setup
 lint: setup
 	$(BIN)/ruff check src tests bench
 
-demo: setup
+demo: $(DEMO_STAMP)
 	$(BIN)/pgmr --data-dir $(DATA_DIR) demo --out $(ARTIFACTS)/demo
 
 clean:

@@ -2,6 +2,7 @@
 resolve latency per placeholder.
 
     python bench/memory_scale.py MEMORY [MEMORY ...] [--queries 300] [--placeholders 300]
+        [--encoder-backends onnx,torch]
 
 Build figures (per-stage times, peak RSS of the build) come from each build's report and `/usr/bin/time -v`
 (docs/scale.md gives the commands). Recall: the query texts are what the resolver searches for LC-QuAD 2.0
@@ -14,7 +15,8 @@ files are dropped from the page cache (cold: every read goes to disk, as after a
 then as many other queries once the rows and lexical tier are read into the page cache as `Memory.load` does
 by default (warm; pgmr.memory.page_cache). RSS: the peak of
 the serving part (load and resolving), measured before the exact search, which reads every vector.
-Each memory runs in its own process so that its RSS is its own. Writes bench/results/memory_scale.json.
+Each memory (and each query encoder backend of `--encoder-backends`) runs in its own process so that its RSS is
+its own. Writes bench/results/memory_scale.json.
 """
 
 from __future__ import annotations
@@ -155,6 +157,7 @@ def measure(
     disk = sum(p.stat().st_size for p in memory_dir.rglob("*") if p.is_file())
     return {
         "memory": str(memory_dir),
+        "encoder": repr(memory.encoder),
         "entities": len(entities),
         "entity_rows": len(entities.rows),
         "index_kind": memory.manifest.index_kind,
@@ -190,6 +193,11 @@ def main() -> None:
         default="",
         help="also measure recall at these NPROBE:RERANK settings of an ivfpq-rerank index, e.g. 32:100,64:200",
     )
+    parser.add_argument(
+        "--encoder-backends",
+        default="auto",
+        help="each memory once per query encoder backend (pgmr.memory.encoders: auto, onnx, torch), e.g. onnx,torch",
+    )
     parser.add_argument("--out", default="memory_scale", help="result name: bench/results/OUT.json")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -199,13 +207,16 @@ def main() -> None:
         return
     results = []
     for memory in args.memories:
-        command = [sys.executable, __file__, str(memory), "--one", "--queries", str(args.queries),
-                   "--placeholders", str(args.placeholders), "--sweep", args.sweep] + (["--data-dir", args.data_dir] if args.data_dir else [])  # fmt: skip
-        done = subprocess.run(command, check=True, capture_output=True, text=True)
-        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        for backend in args.encoder_backends.split(","):
+            command = [sys.executable, __file__, str(memory), "--one", "--queries", str(args.queries),
+                       "--placeholders", str(args.placeholders), "--sweep", args.sweep] + (["--data-dir", args.data_dir] if args.data_dir else [])  # fmt: skip
+            env = {**os.environ, "PGMR_ENCODER_BACKEND": backend}
+            done = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+            results.append({"encoder_backend": backend, **json.loads(done.stdout.strip().splitlines()[-1])})
     rows = [
         [
             f"{r['entities']:,}",
+            r["encoder_backend"],
             f"{r['disk_bytes'] / 1e9:.2f}",
             f"{r['peak_rss_bytes'] / 1e9:.2f}",
             f"{r['anonymous_rss_bytes'] / 1e9:.2f}",
@@ -223,6 +234,7 @@ def main() -> None:
             "Dump-built memories",
             [
                 "entities",
+                "encoder",
                 "disk GB",
                 "RSS GB",
                 "anon GB",
