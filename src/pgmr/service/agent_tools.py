@@ -18,7 +18,6 @@ from pgmr.pipeline import MAX_CANDIDATES, AskResult, Pipeline, PipelineError
 from pgmr.query import IntermediateQueryError
 from pgmr.query.errors import InvalidSparqlError, ReadOnlyQueryError
 from pgmr.query.gate import detail_of, prepare_query
-from pgmr.resolver.ranking import prior_for
 from pgmr.stores import SparqlStore
 from pgmr.stores.base import StoreError, StoreTimeout, refuse_service_calls
 
@@ -137,8 +136,8 @@ class AgentTools:
         text = self._text(text, "text")
         if not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise ToolInputError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
-        memory = self.pipeline.memory
-        prior = prior_for(memory.prior_source, memory.prior_counts, memory.manifest.prior)
+        # The resolver's own prior (built once with the pipeline): the prominence the resolver ranks with.
+        prior = self.pipeline.resolver.prior
         hits = self.pipeline.search(text, kind, k)
         return {
             "query": text,

@@ -46,7 +46,8 @@ def build_server(tools: AgentTools) -> Any:
 
     server = MCPServer("pgmr", version=__version__, instructions=INSTRUCTIONS)
     busy = threading.Lock()
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+    # Not `open_world_hint=False`: a store may be a public endpoint such as wdqs.
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False)
 
     async def call(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         def locked() -> dict[str, Any]:
