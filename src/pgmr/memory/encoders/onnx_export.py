@@ -147,7 +147,16 @@ def _export(layout: ModelLayout, out: Path) -> None:
     except ImportError as exc:  # pragma: no cover - both are core dependencies
         raise OnnxExportError(f"exporting to ONNX needs torch and transformers: {exc}") from exc
 
-    model = AutoModel.from_pretrained(str(layout.path), local_files_only=True).eval()
+    from transformers.utils import logging as hf_logging
+
+    # Without transformers' weight-loading progress bar: the export runs inside other commands' output.
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        model = AutoModel.from_pretrained(str(layout.path), local_files_only=True).eval()
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
 
     class _Hidden(torch.nn.Module):
         # The graph returns the last hidden state only; pooling stays in numpy so every layout shares one file.
