@@ -9,10 +9,10 @@ extra drafts".)
 Per structured member, two more drafts beside the ensemble's three, from the same forward pass: `+t2`, the frame of
 its second most probable template, and `+r2`, its top frame with the least probable relation slot given its next
 property (one not already used). Every draft is resolved with the shipped grounding and no refusal and scored
-with the reranker's signals (pgmr.experiments.rerank_fit.draft_outcomes, as scripts/fit_rerank.py; with
+with the reranker's signals (pgmr.experiments.rerank_fit.draft_outcomes, as `pgmr ensemble fit-rerank`; with
 --verifier, the verifier's signal too). Then, for the shipped three and for the three plus each kind of
 runner-up: the oracle (any draft right) and the pairwise reranker refitted on them, on the first 600 (fitted on
-the rest) and the rest (two-fold), as scripts/fit_rerank.py reports. Writes bench/results/nbest_drafts.json;
+the rest) and the rest (two-fold), as `pgmr ensemble fit-rerank` reports. Writes bench/results/nbest_drafts.json;
 the drafts and signals are cached in --out.
 
 With `--split test` (drafts of `pgmr generate ENSEMBLE lcquad2-test`), nothing is fitted, since test is only

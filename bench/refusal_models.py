@@ -1,13 +1,13 @@
 """Would a nonlinear support model refuse better than the shipped logistic one? Out-of-fold on LC-QuAD 2.0
 validation (issue #19, docs/research-log.md, "2026-12-05 — The recall side of refusal").
 
-    python scripts/fit_refusal.py --label supported --predictions artifacts/rerank/validation.drafts.jsonl \
+    pgmr experiment fit-refusal --label supported --predictions artifacts/rerank/validation.drafts.jsonl \
         --out artifacts/refusal-calibration        # writes placeholders.jsonl (one row per draft and memory)
     python bench/refusal_models.py --rows artifacts/refusal-calibration/placeholders.jsonl
 
 Questions are split into 5 folds; each fold's placeholders are scored by models fitted on the other four (same
-signals and the same "supported" target as scripts/fit_refusal.py), so no question is scored by a model that saw
-it. Per model: the refusal sweep as `pgmr ask` refuses (a question is refused when every draft has a placeholder
+signals and the same "supported" target as `pgmr experiment fit-refusal`), so no question is scored by a model
+that saw it. Per model: the refusal sweep as `pgmr ask` refuses (a question is refused when every draft has a placeholder
 under the threshold) on the entity-removed and relation-removed sets, and its operating point: the most recall
 on the weaker set while answerable refused stays <= 10% on both. Writes bench/results/refusal_models.json.
 """
@@ -39,8 +39,8 @@ VERIFIER = "verifier"  # the draft verifier's probability that the resolved draf
 
 
 def supported(row: dict[str, Any], placeholder: dict[str, Any]) -> bool:
-    # scripts/fit_refusal.py --label supported: the memory still holds what this placeholder's kind needs, or
-    # its best candidate is right anyway.
+    # As `pgmr experiment fit-refusal --label supported`: the memory still holds what this placeholder's kind
+    # needs, or its best candidate is right anyway.
     return bool(
         placeholder["correct"] or row["answerable"] or placeholder["kind"] != REMOVED_KIND[row["set"]]
     )
@@ -141,13 +141,15 @@ def operating_point(curve: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=Path, required=True, help="fit_refusal.py's placeholders.jsonl")
+    ap.add_argument(
+        "--rows", type=Path, required=True, help="`pgmr experiment fit-refusal`'s placeholders.jsonl"
+    )
     ap.add_argument("--seed", type=int, default=0, help="of the fold assignment")
     ap.add_argument(
         "--verifier-signal",
         action="store_true",
         help="also the logistic and depth-3 models with the draft verifier's probability as one more signal "
-        "(rows from scripts/fit_refusal.py --verifier)",
+        "(rows from pgmr experiment fit-refusal --verifier)",
     )
     args = ap.parse_args()
     rows = [json.loads(line) for line in args.rows.read_text(encoding="utf-8").splitlines()]
@@ -163,7 +165,7 @@ def main() -> None:
     if args.verifier_signal:
         if not any(VERIFIER in r for r in rows):
             ap.error(
-                f"{args.rows}: no verifier logits (write the rows with scripts/fit_refusal.py --verifier)"
+                f"{args.rows}: no verifier logits (write the rows with pgmr experiment fit-refusal --verifier)"
             )
         models |= {
             "logistic + verifier (entity placeholders)": (logistic, ("entity",)),

@@ -2,7 +2,7 @@
 fallback of the structured member would trade (LC-QuAD 2.0 validation; issue #19,
 docs/research-log.md, "2026-12-04 — Why relation-removed questions are refused").
 
-    python scripts/fit_refusal.py --label supported --predictions artifacts/rerank/validation.drafts.jsonl \
+    pgmr experiment fit-refusal --label supported --predictions artifacts/rerank/validation.drafts.jsonl \
         --out artifacts/refusal-calibration/s18r            # writes placeholders.jsonl (one row per draft, memory)
     python bench/relation_removed_refusals.py --rows artifacts/refusal-calibration/s18r/placeholders.jsonl
 
@@ -176,7 +176,9 @@ def fallback(data_dir: Path, model_dir: Path, floors: list[float]) -> dict[str, 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=Path, required=True, help="fit_refusal.py's placeholders.jsonl")
+    ap.add_argument(
+        "--rows", type=Path, required=True, help="`pgmr experiment fit-refusal`'s placeholders.jsonl"
+    )
     ap.add_argument("--threshold", type=float, help="default: the shipped one")
     ap.add_argument("--structured", type=Path, default=Path("models/pgmr-structured"))
     ap.add_argument("--data-dir", type=Path)

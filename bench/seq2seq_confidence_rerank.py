@@ -8,7 +8,7 @@ The shipped reranker reads the structured member's confidences (`generator_templ
 nothing of the seq2seq member's. This decodes the seq2seq member again (greedy, the shipped copy bias, as the
 ensemble does) keeping each written token's log-probability under the copy-biased scores, splits the tokens into
 labels (`[ENT] ... [/ENT]`, `[REL] ... [/REL]`) and the rest, and refits the reranker
-(pgmr.experiments.rerank_fit, as scripts/fit_rerank.py: fitted after the first 600 validation questions) with
+(pgmr.experiments.rerank_fit, as `pgmr ensemble fit-rerank`: fitted after the first 600 validation questions) with
 candidate signals in the seq2seq member's two confidence slots. Reported: the reranked Query EM on the first 600
 (fitted on the rest) and on the rest (two-fold), against the shipped signals alone. Writes
 bench/results/seq2seq_confidence_rerank.json.
@@ -122,7 +122,7 @@ def main() -> None:
     )
     parser.add_argument("--drafts", type=Path, required=True, help="`pgmr generate ENSEMBLE` validation rows")
     parser.add_argument(
-        "--signals", type=Path, required=True, help="scripts/fit_rerank.py's drafts.signals.json"
+        "--signals", type=Path, required=True, help="`pgmr ensemble fit-rerank`'s drafts.signals.json"
     )
     parser.add_argument("--model", type=Path, default=Path("models/pgmr-default"))
     parser.add_argument("--batch-size", type=int, default=32)

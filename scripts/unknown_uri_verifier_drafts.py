@@ -1,4 +1,4 @@
-"""The draft verifier's training rows on the unknown-URI split (issue #18): what scripts/verifier_drafts.py
+"""The draft verifier's training rows on the unknown-URI split (issue #18): what `pgmr ensemble verifier-drafts`
 writes for the shipped default, built from the split's own ensemble and training part.
 
     python scripts/unknown_uri_verifier_drafts.py runs/unknown-uri/experiment/runs/pgmr-ensemble \\

@@ -22,7 +22,10 @@ from test_service import running_server
 # Hypothesis cases per operation, valid and invalid together (the examples and coverage phases add theirs): enough to reach
 # the validation edges, few enough for a CI run of about half a minute on 2 cores.
 MAX_EXAMPLES = 20
-OPERATIONS = {"POST /ask", "POST /resolve", "GET /memory/search", "GET /health"}
+OPERATIONS = {"POST /ask", "POST /resolve", "GET /memory/search", "GET /health", "GET /text2sparql"}
+# What a valid request gets: 200, but from /text2sparql a 404, since this app holds no dataset (the answers of
+# one that does are tests/test_text2sparql.py's).
+ANSWERED = {**dict.fromkeys(OPERATIONS, 200), "GET /text2sparql": 404}
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +47,7 @@ def test_every_operation_was_fuzzed_with_valid_and_invalid_data(report: FuzzRepo
     for operation in OPERATIONS - {"GET /health"}:
         assert report.cases[(operation, "negative")] >= 10, dict(report.cases)
         statuses = {s for op, s in report.statuses if op == operation}
-        assert 200 in statuses and 422 in statuses and 405 in statuses, (operation, statuses)
+        assert ANSWERED[operation] in statuses and 422 in statuses and 405 in statuses, (operation, statuses)
     assert report.requests >= 150
 
 

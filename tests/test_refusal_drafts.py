@@ -106,17 +106,6 @@ def test_with_one_draft_per_question_risk_coverage_is_the_plain_ranking() -> Non
     assert risk_coverage([(D(None),)]) == ([], None)
 
 
-def _fit_refusal() -> object:
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "fit_refusal.py"
-    spec = importlib.util.spec_from_file_location("fit_refusal", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _point(t: float, recall: float, lost: float, loss: float, precision: float = 0.95) -> dict[str, object]:
     part = {"precision": precision, "recall": recall, "answerable_refused": lost}
     return {
@@ -128,18 +117,19 @@ def _point(t: float, recall: float, lost: float, loss: float, precision: float =
 
 
 def test_the_shipped_threshold_is_the_most_recall_within_the_targets() -> None:
-    fit = _fit_refusal()
+    from pgmr.experiments import refusal_fit as fit
+
     curve = [
         _point(0.2, 0.5, 0.01, 0.0),
         _point(0.4, 0.85, 0.05, 0.01),
         _point(0.5, 0.9, 0.08, 0.02),
         _point(0.6, 0.95, 0.12, 0.02),  # refuses too many answerable questions
     ]
-    ok, best = fit.choose(curve)  # type: ignore[attr-defined]
+    ok, best = fit.choose(curve)
     assert [p["threshold"] for p in ok] == [0.4, 0.5] and best["threshold"] == 0.5
     # None meets the recall target: the most recall that still protects answerable questions, marked so.
     curve = [_point(0.2, 0.3, 0.01, 0.0), _point(0.4, 0.6, 0.09, 0.02), _point(0.6, 0.7, 0.2, 0.02)]
-    ok, best = fit.choose(curve)  # type: ignore[attr-defined]
+    ok, best = fit.choose(curve)
     assert ok == [] and best["threshold"] == 0.4 and best["fallback"] is True
 
 
@@ -157,3 +147,163 @@ def test_a_validation_run_is_never_published(tmp_path: Path) -> None:
     with pytest.raises(ResultsDocError, match="validation runs choose settings"):
         publish(tmp_path / "experiments", tmp_path / "published")
     assert not (tmp_path / "published" / "refusal").exists()
+
+
+def _sweep(dataset: str = "lcquad2-validation") -> dict[str, object]:
+    """The parts of a `pgmr experiment refusal` metrics.json that `fit-refusal --from-sweep` reads."""
+
+    def variant(recalls: list[float]) -> dict[str, object]:
+        return {
+            "curve": [
+                {"threshold": t, "refusal_precision": 0.95, "refusal_recall": r, "answerable_refused": t / 5}
+                for t, r in zip((0.2, 0.4, 0.6), recalls, strict=True)
+            ]
+        }
+
+    return {
+        "settings": {"dataset": dataset, "questions": 3},
+        "source": {"predictions": "v.drafts.jsonl", "reranker": "ens/reranker.json"},
+        "answerable": {
+            "query_em_off": 0.5,
+            "curve": [{"threshold": t, "query_em": q} for t, q in ((0.2, 0.5), (0.4, 0.49), (0.6, 0.4))],
+        },
+        "variants": {
+            "entity-removed": variant([0.5, 0.85, 0.9]),
+            "relation-removed": variant([0.6, 0.9, 0.95]),
+        },
+    }
+
+
+def test_a_threshold_is_chosen_from_a_validation_sweep_only() -> None:
+    from pgmr.experiments.refusal_fit import RefusalFitError, from_sweep, threshold_from_sweep
+    from pgmr.resolver.support import shipped_calibration
+
+    curve = from_sweep(_sweep())
+    assert [p["threshold"] for p in curve] == [0.2, 0.4, 0.6]
+    assert curve[1]["full"]["loss"] == pytest.approx(0.01)
+    shipped = shipped_calibration()
+    calibration, _, ok, best = threshold_from_sweep(_sweep(), "run/metrics.json", shipped, command="pgmr x")
+    # 0.6 costs 10 points of Query EM and refuses 12% of answerable questions: 0.4 is the one.
+    assert [p["threshold"] for p in ok] == [0.4] and best["threshold"] == calibration.threshold == 0.4
+    assert calibration.models == shipped.models and calibration.names == shipped.names
+    chosen = calibration.provenance["threshold_chosen_on"]
+    assert (
+        chosen["run"] == "run/metrics.json" and chosen["command"] == "pgmr x" and chosen["meeting"] == [0.4]
+    )
+    with pytest.raises(RefusalFitError, match="validation only"):
+        from_sweep(_sweep("lcquad2-test"))
+    with pytest.raises(RefusalFitError, match="no threshold keeps"):
+        from pgmr.experiments.refusal_fit import choose
+
+        choose([_point(0.2, 0.5, 0.5, 0.0)])
+
+
+def test_fit_refusal_from_a_sweep_writes_the_calibration_where_asked(tmp_path: Path) -> None:
+    """The shipped package's calibration.json is written only when --write names it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from pgmr.cli.main import app
+    from pgmr.resolver.support import Calibration, names_from_json, shipped_calibration
+
+    sweep = tmp_path / "metrics.json"
+    sweep.write_text(json.dumps(_sweep()), encoding="utf-8")
+    target = tmp_path / "out" / "calibration.json"
+    result = CliRunner().invoke(
+        app, ["experiment", "fit-refusal", "--from-sweep", str(sweep), "--write", str(target)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "chosen" in result.output and "threshold 0.4" in " ".join(result.output.split())
+    data = json.loads(target.read_text(encoding="utf-8"))
+    names = json.loads(target.with_name(data["names"]).read_text(encoding="utf-8"))
+    read = Calibration.from_json(data, names)
+    assert read.threshold == 0.4 and read.names == shipped_calibration().names
+    assert names_from_json(names) == read.names
+    test_run = tmp_path / "test.json"
+    test_run.write_text(json.dumps(_sweep("lcquad2-test")), encoding="utf-8")
+    result = CliRunner().invoke(app, ["experiment", "fit-refusal", "--from-sweep", str(test_run)])
+    assert result.exit_code == 2 and "validation only" in " ".join(result.output.split())
+    result = CliRunner().invoke(app, ["experiment", "fit-refusal"])
+    assert result.exit_code == 2 and "give one of" in result.output
+
+
+def _placeholder_rows() -> list[dict[str, object]]:
+    """Rows as `fit-refusal --predictions` collects them: every signal high for a right best candidate."""
+    from pgmr.resolver.support import FEATURES
+
+    rng = random.Random(0)
+    rows: list[dict[str, object]] = []
+    for i in range(60):
+        for name in ("full", "entity-removed", "relation-removed"):
+            answerable = name == "full" or i % 2 == 0
+            placeholders = []
+            for kind in ("entity", "relation"):
+                correct = answerable and rng.random() < 0.9
+                signal = (0.8 if correct else 0.2) + rng.uniform(-0.15, 0.15)
+                placeholders.append(
+                    {"kind": kind, "correct": correct, "features": dict.fromkeys(FEATURES, signal)}
+                )
+            rows.append(
+                {
+                    "set": name,
+                    "source": "a",
+                    "parsed": True,
+                    "answerable": answerable,
+                    "query_em": answerable and i % 3 == 0,
+                    "placeholders": placeholders,
+                }
+            )
+    return rows
+
+
+def test_support_models_are_fitted_on_the_unanswerable_sets_placeholders() -> None:
+    from pgmr.experiments.refusal_fit import fit_support_models, support_labels
+    from pgmr.resolver.support import FEATURES
+
+    rows = _placeholder_rows()
+    labels = support_labels(rows, "supported")  # type: ignore[arg-type]
+    assert (
+        len(labels) == 2 * 2 * 60
+    )  # both unanswerable sets, two placeholders each; the full set is not fitted on
+    models, report = fit_support_models(rows, list(FEATURES), label="correct")  # type: ignore[arg-type]
+    assert set(models) == {"entity", "relation"}
+    assert all(report["models"][k]["auc"] > 0.9 for k in models)
+    assert report["chosen"]["threshold"] in [p["threshold"] for p in report["curve"]]
+
+
+def test_fit_refusal_refits_from_collected_rows(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from pgmr.cli.main import app
+    from pgmr.jsonl import write_jsonl
+    from pgmr.resolver.support import Calibration
+
+    rows = tmp_path / "placeholders.jsonl"
+    write_jsonl(rows, _placeholder_rows())
+    target = tmp_path / "calibration.json"
+    args = [
+        "experiment",
+        "fit-refusal",
+        "--rows",
+        str(rows),
+        "-o",
+        str(tmp_path / "fit"),
+        "--write",
+        str(target),
+    ]
+    result = CliRunner().invoke(app, [*args, "--label", "supported", "--features", "prior,in_question"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(target.read_text(encoding="utf-8"))
+    calibration = Calibration.from_json(
+        data, json.loads(target.with_name(data["names"]).read_text(encoding="utf-8"))
+    )
+    assert set(calibration.models) == {"entity", "relation"}
+    assert calibration.provenance["label"] == "supported" and calibration.provenance["sources"] == ["a"]
+    assert json.loads((tmp_path / "fit" / "fit.json").read_text(encoding="utf-8"))["chosen"]["threshold"] == (
+        calibration.threshold
+    )
+    result = CliRunner().invoke(app, [*args, "--features", "nope"])
+    assert result.exit_code == 2 and "unknown signals ['nope']" in result.output

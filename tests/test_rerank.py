@@ -74,7 +74,7 @@ def test_a_reranker_round_trips_and_scores_linearly() -> None:
         ({"weights": {"a": {"bias": 0.0}}}, "missing"),
         ({"weights": {"a": _weights(nonsense=1.0)}}, "unknown ['nonsense']"),
         ({"weights": {"a": _weights(agreement=math.nan)}}, "not a finite number"),
-        ({"features": ["resolved"], "weights": {"a": _weights()}}, "not this version's"),
+        ({"features": ["resolved", "made_up"], "weights": {"a": _weights()}}, "not among this version's"),
     ],
 )
 def test_bad_reranker_files_are_refused_with_the_reason(data: dict[str, Any], message: str) -> None:
@@ -286,7 +286,9 @@ def test_an_ensemble_without_a_reranker_writes_drafts_but_does_not_resolve(
     (row,) = read_jsonl(tmp_path / "p.jsonl")
     assert [d["source"] for d in row["drafts"]] == ["first", "second"]
     result = runner.invoke(app, [*args, "--memory", str(parts.memory_dir), "--resolve"])
-    assert result.exit_code == 2 and "fit one with scripts/fit_rerank.py" in " ".join(result.output.split())
+    assert result.exit_code == 2 and "fit one with pgmr ensemble fit-rerank" in " ".join(
+        result.output.split()
+    )
     with pytest.raises(PipelineError, match="no reranker.json"):
         Pipeline.load(parts.config(model_dir=directory, store=None))
 

@@ -188,7 +188,7 @@ def test_generator_loads_by_card_and_writes_parseable_sparql_pgmr(tiny_run) -> N
 
 
 def test_runners_up_come_from_the_same_forward_pass(tiny_run) -> None:  # type: ignore[no-untyped-def]
-    """The verifier's extra training drafts (scripts/verifier_drafts.py): each question's top frame is the one
+    """The verifier's extra training drafts (`pgmr ensemble verifier-drafts`): each question's top frame is the one
     generation writes; `+t2` has another template; `+r2` changes exactly one relation slot to a property the
     frame does not already use."""
     from pgmr.experiments.runners_up import runner_up_drafts
@@ -348,3 +348,25 @@ def test_relation_lexicon_marks_properties_the_question_names() -> None:
     assert features[0, 0].sum() == 0 and features[0, 2].sum() == 0
     assert features[1, 0].tolist() == [0.0, 1.0, 0.0]  # an alias only
     assert features[2].sum() == 0  # "authority" is not the word "author"
+
+
+def test_a_run_can_start_from_a_trained_model(tiny_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`init_from`: the new run starts with the trained model's weights (so it starts as good as it), and a model
+    of another vocabulary is refused."""
+    from dataclasses import replace
+
+    from pgmr.generators.structured.targets import build_vocabulary
+    from pgmr.generators.structured.train import train_structured
+
+    out, card, targets, vocab, config = tiny_run
+    started = replace(config, max_steps=1, eval_steps=1, learning_rate=0.0, encoder_learning_rate=0.0)
+    again = train_structured(targets, targets, vocab, tmp_path / "a", replace(started, init_from=str(out / "model")))
+    kept = next(h for h in card["history"] if h["step"] == card["best_step"])
+    assert again["history"][0]["frame_exact"] == kept["frame_exact"] >= 0.5
+    scratch = train_structured(targets, targets, vocab, tmp_path / "b", started)
+    assert scratch["history"][0]["frame_exact"] < 0.5
+    from pgmr.kg.catalog import LabelCatalog
+
+    other = build_vocabulary(targets[:5], LabelCatalog(), min_fallback=1)
+    with pytest.raises(ValueError, match="vocabulary or heads differ"):
+        train_structured(targets[:5], targets[:5], other, tmp_path / "c", replace(started, init_from=str(out / "model")))

@@ -30,6 +30,13 @@ def convert(
     verify: bool = typer.Option(
         True, help="Check that fill(convert(gold)) parses to the gold query's algebra"
     ),
+    memory_dir: Path | None = typer.Option(
+        None,
+        "--memory",
+        "-m",
+        help="A memory of your own graph (`pgmr memory build --from-rdf/--from-endpoint`): gold queries over "
+        "that graph are converted with its labels (default: Wikidata, the data directory's label files)",
+    ),
 ) -> None:
     """Convert gold SPARQL to SPARQL-PGMR with the catalog's labels and descriptions."""
     settings: Settings = ctx.obj
@@ -38,7 +45,7 @@ def convert(
     except DatasetError as exc:
         print_error(exc)
         raise typer.Exit(2) from None
-    catalog = LabelCatalog.from_data_dir(settings.data_dir)
+    catalog = _graph_catalog(memory_dir) if memory_dir else LabelCatalog.from_data_dir(settings.data_dir)
     summary = ConversionSummary()
     for skipped in loaded.skipped:
         summary.records_in += 1
@@ -69,6 +76,24 @@ def convert(
     write_json(summary_path or out_path.with_suffix(".summary.json"), {"dataset": dataset, **result})
     out.print(_summary_table(dataset, result))
     console.print(f"wrote {len(records)} records to {out_path}")
+
+
+def _graph_catalog(memory_dir: Path) -> LabelCatalog:
+    from pgmr.memory import Memory, PgmrMemoryError
+    from pgmr.memory.graph_file import graph_catalog
+
+    try:
+        memory = Memory.load(memory_dir, warm=False)
+    except PgmrMemoryError as exc:
+        print_error(exc)
+        raise typer.Exit(2) from None
+    if memory.graph is None:
+        print_error(
+            f"{memory_dir} is a Wikidata memory; Wikidata queries convert with the data directory's labels "
+            "(leave out --memory)"
+        )
+        raise typer.Exit(2)
+    return graph_catalog(memory.entities.rows, memory.relations.rows, memory.graph)
 
 
 def _summary_table(dataset: str, result: dict) -> Table:

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from pgmr.cli.common import PRECISION_OPTION, console, out, print_error
+from pgmr.cli.experiment_ck25 import ck25
 from pgmr.cli.experiment_options import (
     BATCH_OPTION,
     BEAMS_OPTION,
@@ -31,6 +32,7 @@ from pgmr.cli.experiment_options import (
     workspace,
 )
 from pgmr.cli.experiment_unknown_uri import lcquad2_unknown_uri
+from pgmr.cli.fit_refusal import fit_refusal
 from pgmr.experiments import DEFAULT_OUT_ROOT, DEFAULT_PUBLISHED_DIR, EXPERIMENTS
 
 app = typer.Typer(
@@ -103,6 +105,8 @@ def lcquad2_original(
 
 
 app.command("lcquad2-unknown-uri")(lcquad2_unknown_uri)
+app.command("ck25")(ck25)
+app.command("fit-refusal")(fit_refusal)
 
 
 @app.command("qald10")
@@ -299,7 +303,7 @@ def refusal(
     split: Split = typer.Option(
         Split.test,
         "--split",
-        help="LC-QuAD 2.0 split: test (what is reported) or validation (where scripts/fit_refusal.py "
+        help="LC-QuAD 2.0 split: test (what is reported) or validation (where `pgmr experiment fit-refusal` "
         "chooses the shipped threshold from this run's metrics.json)",
     ),
 ) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from pgmr.cli import experiment, kg, memory
+from pgmr.cli import ensemble, experiment, kg, memory
 from pgmr.cli.ask import ask
 from pgmr.cli.common import Settings
 from pgmr.cli.convert import convert
@@ -16,7 +16,9 @@ from pgmr.cli.generate import generate
 from pgmr.cli.mcp import mcp
 from pgmr.cli.resolve import resolve
 from pgmr.cli.serve import serve
+from pgmr.cli.synthesize import synthesize
 from pgmr.cli.train import pack, train
+from pgmr.cli.train_default import train_default
 from pgmr.cli.train_verifier import train_verifier
 
 app = typer.Typer(
@@ -42,9 +44,12 @@ app.command()(resolve)
 app.add_typer(memory.app, name="memory")
 app.add_typer(kg.app, name="kg")
 app.add_typer(experiment.app, name="experiment")
+app.command()(synthesize)
 app.command()(train)
 app.command()(pack)
 app.command(name="train-verifier")(train_verifier)
+app.command(name="train-default")(train_default)
+app.add_typer(ensemble.app, name="ensemble")
 app.command()(generate)
 app.command()(ask)
 app.command()(serve)

@@ -10,6 +10,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from pgmr.cli.common import Settings, console, out, print_error, progress_callback
+from pgmr.cli.memory_graph import (
+    DESCRIPTION_PREDICATE_OPTION,
+    ENDPOINT_TIMEOUT_OPTION,
+    FROM_ENDPOINT_OPTION,
+    FROM_RDF_OPTION,
+    LABEL_PREDICATE_OPTION,
+    PAGE_PAUSE_OPTION,
+    PAGE_SIZE_OPTION,
+    RETRIES_OPTION,
+)
 from pgmr.config import default_memory_dir
 from pgmr.datasets import DatasetError
 from pgmr.kg.catalog import LabelCatalog
@@ -50,8 +60,10 @@ def build(
         help="A Wikidata JSON dump (latest-all.json.bz2, .gz or plain): build from it instead of the data "
         "directory's label files; the prior is then the dump's sitelink counts",
     ),
-    languages: str = typer.Option(
-        "en,mul", help="--from-dump: label languages in order of preference (comma-separated)"
+    languages: str | None = typer.Option(
+        None,
+        help="Label languages in order of preference (comma-separated); --from-dump: default en,mul; "
+        "--from-rdf/--from-endpoint: default en,untagged,any ('untagged': literals without a language tag)",
     ),
     scheduler: str | None = typer.Option(
         None, help="--from-dump: a running Dask scheduler (tcp://host:8786); default: a local cluster"
@@ -77,6 +89,14 @@ def build(
         help="--index-backend milvus: the cluster's URI (http://host:19530; token in $MILVUS_TOKEN) or a Milvus "
         "Lite file (default: <memory>.milvus.db beside the memory)",
     ),
+    from_rdf: list[Path] | None = FROM_RDF_OPTION,
+    from_endpoint: str | None = FROM_ENDPOINT_OPTION,
+    label_predicate: list[str] | None = LABEL_PREDICATE_OPTION,
+    description_predicate: list[str] | None = DESCRIPTION_PREDICATE_OPTION,
+    page_size: int = PAGE_SIZE_OPTION,
+    endpoint_timeout: float = ENDPOINT_TIMEOUT_OPTION,
+    retries: int = RETRIES_OPTION,
+    page_pause: float = PAGE_PAUSE_OPTION,
 ) -> None:
     """Embed every label (+ aliases) with its description and write the FAISS indexes atomically."""
     settings: Settings = ctx.obj
@@ -89,6 +109,20 @@ def build(
     except ValueError as exc:
         print_error(exc)
         raise typer.Exit(2) from None
+    if from_rdf or from_endpoint:
+        from pgmr.cli import memory_graph
+
+        memory_graph.check_sources(from_dump, from_rdf, from_endpoint)
+        graph = memory_graph.graph_settings(languages, label_predicate, description_predicate)
+        own = memory_graph.read_graph(
+            from_rdf, from_endpoint, graph, page_size=page_size, timeout=endpoint_timeout, retries=retries,
+            pause=page_pause,
+        )  # fmt: skip
+        memory_graph.build_from_graph(
+            own, target, encoder=encoder, index_kind=index, batch_size=batch_size,
+            index_backend=index_backend, index_options=backend_options,
+        )  # fmt: skip
+        return
     if from_dump is not None:
         _build_from_dump(
             from_dump,
@@ -96,7 +130,7 @@ def build(
             encoder=encoder,
             index_kind=index,
             batch_size=batch_size,
-            languages=tuple(x.strip() for x in languages.split(",") if x.strip()),
+            languages=tuple(x.strip() for x in (languages or "en,mul").split(",") if x.strip()),
             lines_per_chunk=chunk_lines,
             restart=restart,
             index_backend=index_backend,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import typer
@@ -47,6 +48,30 @@ def check_port(host: str, port: int) -> None:
         raise typer.Exit(2) from None
 
 
+@dataclass(frozen=True)
+class DatasetSpec:
+    """`--dataset NAME=MEMORY[,MODEL[,STORE]]`: a graph GET /text2sparql answers for."""
+
+    name: str
+    memory: Path
+    model: Path | None = None
+    store: str | None = None
+
+
+def parse_dataset(spec: str) -> DatasetSpec:
+    """Checked at the edge: a usage error names what is wrong with the spec."""
+    name, sep, rest = spec.rpartition("=")
+    parts = [p.strip() for p in rest.split(",")] if sep else []
+    if not name.strip() or not parts or not parts[0] or len(parts) > 3:
+        raise typer.BadParameter(f"{spec!r}: expected NAME=MEMORY[,MODEL[,STORE]]", param_hint="--dataset")
+    memory = Path(parts[0]).expanduser()
+    if not (memory / "manifest.json").is_file():
+        raise typer.BadParameter(f"{spec!r}: no memory at {memory}", param_hint="--dataset")
+    model = Path(parts[1]).expanduser() if len(parts) > 1 and parts[1] else None
+    store = parts[2] if len(parts) > 2 and parts[2] else None
+    return DatasetSpec(name.strip(), memory, model, store)
+
+
 def serve(
     ctx: typer.Context,
     host: str = typer.Option(
@@ -76,6 +101,12 @@ def serve(
         DEFAULT_DEADLINE,
         help="Seconds from arrival to answer, queue included; later: 504 (the work may go on)",
     ),
+    dataset: list[str] | None = typer.Option(
+        None,
+        "--dataset",
+        help="NAME=MEMORY[,MODEL[,STORE]] (repeat): GET /text2sparql?dataset=NAME answers over that memory, "
+        "with that generator (default: --model) and store (default: none); docs/own-graph.md",
+    ),
 ) -> None:
     """Serve POST /ask, POST /resolve, GET /memory/search, GET /health, the OpenAPI docs and a web page."""
     try:
@@ -99,6 +130,7 @@ def serve(
             f"[yellow]warning:[/yellow] binding to {host}: the service has no authentication; "
             "anyone who can reach this address can use it"
         )
+    specs = [parse_dataset(d) for d in dataset or ()]
     check_port(host, port)
     config = build_config(
         ctx.obj,
@@ -116,12 +148,22 @@ def serve(
     )
     # Loaded here rather than in the app's lifespan so that a missing model or memory is a one-line error.
     pipeline = load_pipeline(config)
-    console.print(f"pgmr serving on http://{host}:{port}/ (API docs at /docs); Ctrl+C stops it")
+    graphs = {}
     try:
-        uvicorn.run(
-            create_app(pipeline=pipeline, limits=limits), host=host, port=port, log_level=log_level, workers=1
-        )
+        for spec in specs:
+            graphs[spec.name] = load_pipeline(
+                replace(
+                    config, memory_dir=spec.memory, model_dir=spec.model or config.model_dir, store=spec.store
+                )
+            )
+        console.print(f"pgmr serving on http://{host}:{port}/ (API docs at /docs); Ctrl+C stops it")
+        for name in graphs:
+            console.print(f"GET /text2sparql?dataset={name}&question=...")
+        app = create_app(pipeline=pipeline, limits=limits, datasets=graphs)
+        uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1)
     finally:
+        for graph in graphs.values():
+            graph.close()
         pipeline.close()
 
 

@@ -16,6 +16,7 @@ from pgmr.config import default_memory_dir
 from pgmr.conversion import ConversionSummary, convert_records
 from pgmr.datasets import DatasetError, load_any
 from pgmr.datasets.loaders import NAMED_DATASETS
+from pgmr.datasets.mixing import parse_weighted
 from pgmr.datasets.splits import split_train_validation
 from pgmr.generators.base import MODES, RAG_MODES
 from pgmr.kg.catalog import LabelCatalog
@@ -41,6 +42,12 @@ def train(
     ),
     train_data: str = typer.Option(
         "lcquad2-train", "--train", help=f"Training dataset: a file or one of {', '.join(NAMED_DATASETS)}"
+    ),
+    extra_train: list[str] = typer.Option(
+        [],
+        "--extra-train",
+        help="More training records, never validation: a file or dataset name, `*K` to repeat it K times "
+        "(e.g. qald10-train-part*4, plain.jsonl); repeatable",
     ),
     fmt: str = typer.Option(
         "auto", "--format", help="Format of a dataset file: auto | lcquad2 | qald | jsonl"
@@ -110,6 +117,9 @@ def train(
         None, min=1, help="structured: keep only the first N pretrained encoder layers (tests)"
     ),
     weight_decay: float = typer.Option(0.01, min=0.0, help="structured: AdamW weight decay"),
+    init_from: Path | None = typer.Option(
+        None, "--init-from", help="structured: start from this trained model's weights and vocabulary"
+    ),
     progress: bool = typer.Option(True, help="Progress bars"),
 ) -> None:
     """Train a seq2seq generator; resumes from the last checkpoint in --out when there is one."""
@@ -130,6 +140,17 @@ def train(
     summary = ConversionSummary()
     converted = list(convert_records(track(records_in, "converting", len(records_in)), catalog, summary))
     train_records, val_records = split_train_validation(converted, validation_share)
+    extra_info: dict[str, int] = {}
+    for spec in extra_train:
+        try:
+            source, times = parse_weighted(spec)
+            extra = load_any(source, settings.data_dir).records
+        except DatasetError as exc:
+            print_error(exc)
+            raise typer.Exit(2) from None
+        extra_converted = list(convert_records(extra, catalog, summary))
+        train_records.extend(extra_converted * times)
+        extra_info[spec] = len(extra_converted) * times
     if not train_records or not val_records:
         console.print(
             f"[red]error:[/red] {len(converted)} converted records leave {len(train_records)} for training and "
@@ -157,9 +178,11 @@ def train(
             "bf16": bf16,
             "seed": seed,
             "paraphrases": True if paraphrases is None else paraphrases,
+            "init_from": str(init_from) if init_from else None,
         }
         structured_info: dict[str, Any] = {
             "datasets": [train_data],
+            "extra_train": extra_info,
             "records_in": summary.records_in,
             "converted": summary.converted,
             "skipped": dict(summary.skipped),
@@ -173,6 +196,7 @@ def train(
     retriever: CandidateRetriever | ContextCache | None = None
     data_info: dict[str, Any] = {
         "datasets": [train_data],
+        "extra_train": extra_info,
         "records_in": summary.records_in,
         "converted": summary.converted,
         "skipped": dict(summary.skipped),

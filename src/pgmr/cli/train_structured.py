@@ -26,7 +26,7 @@ def train_structured_cli(
     command: str | None = None,
 ) -> None:
     """`command`: what the card records as the command that trained it (default: this `pgmr` call)."""
-    from pgmr.generators.structured.targets import build_vocabulary, frame_targets
+    from pgmr.generators.structured.targets import Vocabulary, build_vocabulary, frame_targets
     from pgmr.generators.structured.train import StructuredTrainConfig, train_structured
 
     paraphrases = (
@@ -36,7 +36,10 @@ def train_structured_cli(
     )
     train = frame_targets(train_records, catalog, paraphrases=paraphrases)
     validation = frame_targets(val_records, catalog)
-    vocab = build_vocabulary(train, catalog)
+    # Starting from a trained model keeps its vocabulary: its heads are sized for it. Training questions of a
+    # template it does not know still teach the slots; their template is not scored.
+    init_from = options.get("init_from")
+    vocab = Vocabulary.load(Path(init_from)) if init_from else build_vocabulary(train, catalog)
     console.print(
         f"{len(train)} training targets ({len(paraphrases)} paraphrases), {len(validation)} validation; "
         f"{len(vocab.templates)} templates, {len(vocab.relations)} properties, {len(vocab.fallbacks)} implied entities"

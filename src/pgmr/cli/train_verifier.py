@@ -120,5 +120,6 @@ def train_verifier(
         table.add_row(name, str(training[name]))
     out.print(table)
     console.print(
-        f"wrote {out_dir / 'model'}: copy it to ENSEMBLE/verifier, then refit the reranker (scripts/fit_rerank.py)"
+        f"wrote {out_dir / 'model'}: add it with pgmr ensemble create ENSEMBLE ... --verifier {out_dir}, then "
+        "refit the reranker (pgmr ensemble fit-rerank)"
     )

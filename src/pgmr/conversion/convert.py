@@ -12,24 +12,19 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from pgmr.conversion.errors import ConversionError
+from pgmr.conversion.graph import declared_prefix_map, graph_skeleton
 from pgmr.datasets import QARecord
 from pgmr.kg.catalog import LabelCatalog
+from pgmr.kg.graph import GraphCatalog
 from pgmr.kg.ids import ID_PREFIXES, WIKIDATA_PREFIXES, id_kind, iri_to_prefixed, is_wikidata_id
+from pgmr.kg.iris import is_iri, usable_prefixes, write_iri
 from pgmr.query.errors import IntermediateQueryError
 from pgmr.query.gate import check_query
 from pgmr.query.lexer import Token, tokenize
 from pgmr.query.model import IntermediateQuery, Placeholder, placeholder_kind
 from pgmr.query.parser import parse
 from pgmr.query.sparql import with_prefixes
-
-
-class ConversionError(ValueError):
-    """A record that cannot be converted; `reason` is a short stable code for counting."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        self.reason = reason
-        self.detail = detail
-        super().__init__(f"{reason}: {detail}")
 
 
 @dataclass(frozen=True)
@@ -144,7 +139,10 @@ def convert_sparql(sparql: str, catalog: LabelCatalog) -> tuple[IntermediateQuer
         check_query(sparql)
     except IntermediateQueryError as exc:
         raise ConversionError("invalid_sparql", exc.message) from None
-    skeleton, mapping = to_skeleton(sparql)
+    # A graph's IRIs are named by its catalog (pgmr.conversion.graph); Wikidata IDs by their form.
+    skeleton, mapping = (
+        graph_skeleton(sparql, catalog) if isinstance(catalog, GraphCatalog) else to_skeleton(sparql)
+    )
     missing = [wid for wid in mapping.values() if not catalog.label(wid)]
     if missing:
         raise ConversionError("missing_label", ", ".join(missing))
@@ -164,23 +162,45 @@ def convert_sparql(sparql: str, catalog: LabelCatalog) -> tuple[IntermediateQuer
     return query, mapping
 
 
-def fill(query: IntermediateQuery | str, mapping: Mapping[str, str], prefixes: bool = True) -> str:
+def fill(
+    query: IntermediateQuery | str,
+    mapping: Mapping[str, str],
+    prefixes: bool = True,
+    *,
+    namespaces: Mapping[str, str] | None = None,
+) -> str:
     """Put Wikidata IDs back in place of placeholders; with `prefixes`, declare the standard prefixes used.
 
+    A value that is an IRI (an entry of another graph's memory) replaces the whole placeholder, written with
+    one of `namespaces` (the graph's prefixes, declared in front when `prefixes`) where one fits, else `<IRI>`.
     Raises KeyError naming a placeholder the mapping lacks.
     """
     skeleton = query.skeleton if isinstance(query, IntermediateQuery) else query
+    usable = usable_prefixes(namespaces, declared_prefix_map(skeleton)) if namespaces and prefixes else {}
+    used: dict[str, str] = {}
     pieces: list[str] = []
     last = 0
     for tok in tokenize(skeleton):
         if tok.kind == "pname" and tok.prefix in ID_PREFIXES and placeholder_kind(tok.local):
             if tok.local not in mapping:
                 raise KeyError(f"no ID for placeholder {tok.local}")
+            value = mapping[tok.local]
             pieces.append(skeleton[last : tok.start])
-            pieces.append(f"{tok.prefix}:{mapping[tok.local]}")
+            if is_iri(value):
+                written = write_iri(value, usable)
+                name = written.split(":", 1)[0]
+                if not written.startswith("<"):
+                    used[name] = usable[name]
+                pieces.append(written)
+            else:
+                pieces.append(f"{tok.prefix}:{value}")
             last = tok.end
     pieces.append(skeleton[last:])
     filled = "".join(pieces)
+    if used:
+        declared = declared_prefix_map(skeleton)
+        lines = [f"PREFIX {name}: <{iri}>" for name, iri in sorted(used.items()) if declared.get(name) != iri]
+        filled = "\n".join([*lines, filled]) if lines else filled
     return with_prefixes(filled) if prefixes else filled
 
 

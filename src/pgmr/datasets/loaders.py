@@ -35,6 +35,7 @@ from pgmr.datasets.records import LoadResult, QARecord
 FORMATS = ("auto", "lcquad2", "qald", "jsonl")
 
 # name -> (path under the data dir, format, source)
+PACKAGE_DATA = "pgmr:"  # a path under this package, not under the data directory
 NAMED_DATASETS: dict[str, tuple[str, str, str]] = {
     "lcquad2-train": ("lcquad2/train.jsonl", "lcquad2", "lcquad2"),
     "lcquad2-test": ("lcquad2/test.jsonl", "lcquad2", "lcquad2"),
@@ -46,11 +47,20 @@ NAMED_DATASETS: dict[str, tuple[str, str, str]] = {
     # lcquad2-train without that carve: what the shipped models were trained on, and what anything else learned
     # from training data (the memory's prior) must be counted from, or validation sees its own answers.
     "lcquad2-train-part": ("lcquad2/train.jsonl", "lcquad2", "lcquad2"),
+    # Carved from qald10-train (a quarter, hash of the id): plain questions to choose settings on beside
+    # lcquad2-validation; qald10-test is only reported.
+    "qald10-validation": ("qald10/train.jsonl", "jsonl", "qald"),
+    "qald10-train-part": ("qald10/train.jsonl", "jsonl", "qald"),
+    # Plain one-hop questions as people type them, written for pgmr with IDs checked against the memory (ships
+    # with the package, not in the data directory): a validation set beside the benchmarks' own.
+    "plain-dev": (f"{PACKAGE_DATA}data/plain-dev.jsonl", "jsonl", "plain"),
 }
-# name -> (the dataset it is carved from, which side of `split_train_validation` it is)
-CARVED: dict[str, tuple[str, str]] = {
-    "lcquad2-validation": ("lcquad2-train", "validation"),
-    "lcquad2-train-part": ("lcquad2-train", "train"),
+# name -> (the dataset it is carved from, which side of `split_train_validation` it is, the validation share)
+CARVED: dict[str, tuple[str, str, float]] = {
+    "lcquad2-validation": ("lcquad2-train", "validation", 0.08),
+    "lcquad2-train-part": ("lcquad2-train", "train", 0.08),
+    "qald10-validation": ("qald10-train", "validation", 0.25),
+    "qald10-train-part": ("qald10-train", "train", 0.25),
 }
 
 
@@ -124,11 +134,14 @@ def load_named(name: str, data_dir: Path | str) -> LoadResult:
     if name in CARVED:
         from pgmr.datasets.splits import split_train_validation
 
-        parent, side = CARVED[name]
+        parent, side, share = CARVED[name]
         full = load_named(parent, data_dir)
-        train, validation = split_train_validation(full.records)
+        train, validation = split_train_validation(full.records, share)
         return LoadResult(tuple(validation if side == "validation" else train), full.skipped)
-    path = Path(data_dir).expanduser() / relative
+    if relative.startswith(PACKAGE_DATA):
+        path = Path(__file__).parent / relative.removeprefix(PACKAGE_DATA)
+    else:
+        path = Path(data_dir).expanduser() / relative
     if fmt == "lcquad2":
         return load_lcquad2(path)
     if fmt == "qald":

@@ -3,7 +3,7 @@ threshold over the pgmr model's outputs for answerable and unanswerable question
 
 The refusal threshold gates each placeholder's confidence: the estimated probability that the memory holds what
 the placeholder names (its best candidate is right) (pgmr.resolver.support, a small model fitted on LC-QuAD 2.0
-validation by scripts/fit_refusal.py, which also chose the shipped threshold from this experiment run on
+validation by `pgmr experiment fit-refusal`, which also chose the shipped threshold from this experiment run on
 validation; test only reports). A question is refused when any placeholder's
 confidence is below the threshold.
 
@@ -62,8 +62,8 @@ def run(
     thresholds: Sequence[float] = THRESHOLDS,
     dataset: str = DATASET,
 ) -> dict[str, Any]:
-    """The sweep on `dataset` (test by default; validation is where scripts/fit_refusal.py chooses the shipped
-    threshold from this experiment's metrics)."""
+    """The sweep on `dataset` (test by default; validation is where `pgmr experiment fit-refusal` chooses the
+    shipped threshold from this experiment's metrics)."""
     from pgmr.experiments.unanswerable import (
         VARIANTS,
         build_set,

@@ -1,6 +1,6 @@
-"""Fitting an ensemble's reranker (pgmr.pipeline.rerank) on questions with gold queries: what
-`scripts/fit_rerank.py` does for the shipped default on LC-QuAD 2.0 validation, and what `pgmr experiment
-lcquad2-unknown-uri --structured DIR` does on that split's own validation part.
+"""Fitting an ensemble's reranker (pgmr.pipeline.rerank) on questions with gold queries: what `pgmr ensemble
+fit-rerank` (pgmr.experiments.ensemble_rerank) does for the shipped default on LC-QuAD 2.0 validation, and what
+`pgmr experiment lcquad2-unknown-uri --structured DIR` does on that split's own validation part.
 
 Every draft is resolved without refusal (as `pgmr generate --resolve` with the experiment's resolver) and
 scored with Query EM against the gold query. The weights are a pairwise ranking: on questions where exactly one
@@ -125,6 +125,14 @@ def _oracle(q: Question) -> Mapping[str, Any]:
     return max(q["drafts"], key=lambda d: d["right"])
 
 
+def member_figures(questions: Sequence[Question], sources: Sequence[str]) -> dict[str, float]:
+    """Query EM of each member alone and of the oracle (any draft right): what a choice is measured against."""
+    return {
+        **{f"{s} alone": accuracy(questions, _member(s)) for s in sources},
+        "oracle": accuracy(questions, _oracle),
+    }
+
+
 def report(
     questions: Sequence[Question], sources: Sequence[str], l2: float = 1.0, *, held_out: int = 0
 ) -> dict[str, Any]:
@@ -148,10 +156,7 @@ def report(
     figures: dict[str, Any] = {"questions": {"first": len(first), "rest": len(rest)}, "l2": l2}
     parts = (("first", first), ("rest", rest)) if first else (("rest", rest),)
     for name, part in parts:
-        figures[name] = {
-            **{f"{s} alone": accuracy(part, _member(s)) for s in sources},
-            "oracle": accuracy(part, _oracle),
-        }
+        figures[name] = member_figures(part, sources)
     if first:
         figures["first"]["reranked (fitted on the rest)"] = accuracy(first, chooser(final))
     figures["rest"]["reranked (two-fold)"] = cross
@@ -159,4 +164,4 @@ def report(
     return figures
 
 
-__all__ = ["NothingToFit", "accuracy", "chooser", "draft_outcomes", "fit", "report"]
+__all__ = ["NothingToFit", "accuracy", "chooser", "draft_outcomes", "fit", "member_figures", "report"]

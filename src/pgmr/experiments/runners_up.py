@@ -3,8 +3,8 @@ most probable template) and `+r2` (its top frame with the least probable relatio
 from the same forward pass as its own draft (pgmr.generators.structured.decoding.RunnersUp).
 
 They are the draft verifier's extra wrong (and sometimes right) examples, near neighbours of the drafts it has
-to tell apart (`scripts/verifier_drafts.py`, docs/generators.md), and the n-best bench's candidates
-(bench/nbest_drafts.py). Rows are `pgmr generate ENSEMBLE DATASET` output: {"id", "question", "drafts": [{"source",
+to tell apart (`pgmr ensemble verifier-drafts`, pgmr.experiments.verifier_drafts), and the n-best bench's
+candidates (bench/nbest_drafts.py). Rows are `pgmr generate ENSEMBLE DATASET` output: {"id", "question", "drafts": [{"source",
 "text", "confidence", ...}]}.
 """
 

@@ -23,18 +23,15 @@ DEFAULT_MODELS: dict[str, str] = {
 }
 
 
-# The recipes of the published models (their model cards record them too; docs/generators.md): the default
-# pgmr model and the direct model share one; rag reads a label-only candidate block after the question (about
-# 80 encoder tokens, where 64 would cut it) and trains in the same wall budget, annealed to it.
+# The recipes of the published models (their model cards record them too; docs/generators.md; the default's
+# whole recipe is pgmr.experiments.recipe): the default's seq2seq member and the direct model share one; rag
+# reads a label-only candidate block after the question (about 80 encoder tokens, where 64 would cut it) and
+# trains in the same wall budget, annealed to it.
 _RECIPE = (
     "--preset minilm --vocab-size 8000 --max-description-words 0 --batch-size 32 --lr 1e-3 --encoder-lr 1e-4 "
     "--warmup-steps 300 --max-eval-examples 300 --max-target-len 160"
 )
 _STEPS = "--max-steps 6000 --max-minutes 116 --eval-steps 500 --max-source-len 64"
-_STRUCTURED = (
-    "--max-steps 10000 --batch-size 32 --lr 1e-3 --encoder-lr 1e-4 --warmup-steps 300 --eval-steps 1000 "
-    "--max-eval-examples 600 --bf16"
-)
 _RAG = (
     "--max-steps 12000 --max-minutes 100 --anneal-to-budget --bf16 --eval-steps 1000 --max-source-len 128 "
     "--candidate-description-words 0"
@@ -43,17 +40,8 @@ _RAG = (
 
 def train_command(system: str) -> str:
     """The command that makes a system's default model."""
-    if system == "pgmr":  # the ensemble's two members, then its reranker (docs/generators.md)
-        return (
-            f"pgmr train --mode pgmr -o runs/pgmr-minilm {_RECIPE} {_STEPS} && "
-            "pgmr pack runs/pgmr-minilm -o models/pgmr-default && "
-            f"pgmr train --mode pgmr --preset structured -o runs/structured {_STRUCTURED} && "
-            "pgmr pack runs/structured -o models/pgmr-structured && "
-            f"pgmr train --mode pgmr --preset structured -o runs/structured-s7 {_STRUCTURED} --seed 7 && "
-            "pgmr pack runs/structured-s7 -o models/pgmr-structured-s7 && "
-            "pgmr generate models/pgmr-ensemble lcquad2-validation --batch-size 32 -o artifacts/rerank/validation.drafts.jsonl && "
-            "python scripts/fit_rerank.py models/pgmr-ensemble --drafts artifacts/rerank/validation.drafts.jsonl"
-        )
+    if system == "pgmr":  # the ensemble, its members, verifier and reranker (docs/generators.md)
+        return "pgmr train-default -o runs/default (then --models pgmr=runs/default/models/pgmr-ensemble)"
     return f"pgmr train --mode {system} -o runs/{system}-minilm {_RECIPE} {_RAG if system in RAG_MODES else _STEPS}"
 
 

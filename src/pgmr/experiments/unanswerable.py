@@ -1,5 +1,5 @@
 """Unanswerable question sets and what refusal is judged on: used by the refusal experiment (test) and by
-scripts/fit_refusal.py (validation; the support model and the shipped threshold are chosen there only).
+`pgmr experiment fit-refusal` (validation; the support model and the shipped threshold are chosen there only).
 
 Two ways of making questions unanswerable, both seeded:
 - entity-removed: the questions that mention an entity are shuffled and halved; the gold entities of the first

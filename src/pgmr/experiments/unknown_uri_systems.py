@@ -135,7 +135,8 @@ def ensemble_spec(
         label=f"{ENSEMBLE}: drafts for the split's {len(questions)} validation questions",
         reporter=ws.reporter,
     )
-    # Without refusal: the reranker learns which draft is right, whatever the threshold (as scripts/fit_rerank.py).
+    # Without refusal: the reranker learns which draft is right, whatever the threshold (as `pgmr ensemble
+    # fit-rerank`).
     no_refusal: dict[str, Any] = {"min_confidence": 0.0, "entity_threshold": 0.0, "relation_threshold": 0.0}
     with ws.reporter.status(f"{ENSEMBLE}: resolving and scoring every validation draft"):
         outcomes = draft_outcomes(

@@ -83,7 +83,7 @@ def resolved_sparql(
 ) -> dict[tuple[str, str], str | None]:
     """Each distinct (question, draft text) of `pairs` resolved as `pgmr generate --resolve` resolves it (the
     pipeline's prepare stage with `resolver` and `grounding`): its final SPARQL, None when it did not resolve.
-    What scripts/verifier_drafts.py and scripts/unknown_uri_verifier_drafts.py add to their rows."""
+    What `pgmr ensemble verifier-drafts` and scripts/unknown_uri_verifier_drafts.py add to their rows."""
     from pgmr.pipeline.stages import prepare
 
     keys = list(dict.fromkeys(pairs))

@@ -27,9 +27,14 @@ class CatalogEntry:
     label: str | None
     description: str | None = None
     aliases: tuple[str, ...] = field(default_factory=tuple)
+    # An entry of another graph (`id` an IRI: pgmr.kg.graph): "class", "property" or "instance". A Wikidata ID
+    # says its kind itself (P... is a property), an IRI does not.
+    graph_kind: str | None = None
 
     @property
     def kind(self) -> Kind:
+        if self.graph_kind is not None:
+            return "relation" if self.graph_kind == "property" else "entity"
         return id_kind(self.id)
 
 

@@ -71,6 +71,18 @@ def id_number(wikidata_id: str) -> int:
     return int(wikidata_id[1:])
 
 
+def id_order(identifier: str) -> tuple[int, str]:
+    """Sort key of memory IDs: Wikidata IDs by number, then text (as always); an IRI of another graph's memory
+    (no number) by its text, before them."""
+    # An IRI always has a scheme; a Wikidata ID never has a colon.
+    return (-1, identifier) if ":" in identifier else (id_number(identifier), identifier)
+
+
+def id_number_order(identifier: str) -> tuple[int, str]:
+    """The ID number alone for Wikidata IDs (ties keep their order, as a plain number key does); an IRI by text."""
+    return (-1, identifier) if ":" in identifier else (id_number(identifier), "")
+
+
 def iri_to_prefixed(iri: str) -> tuple[str, str] | None:
     """`http://www.wikidata.org/prop/direct/P31` -> ("wdt", "P31") when the local name is a Wikidata ID."""
     best: tuple[str, str] | None = None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pgmr.kg.ids import Kind, id_number
+from pgmr.kg.ids import Kind, id_order
 from pgmr.memory.cache import file_sha256
 from pgmr.memory.encoder import Encoder
 from pgmr.memory.errors import MemoryCorruptError, PgmrMemoryError
@@ -147,7 +147,7 @@ class MemoryDictionary:
             # Everything tied with the k-th best score still competes on the ID tie-breaks below.
             best = best[best_scores >= np.partition(best_scores, len(best) - k)[len(best) - k]]
         candidates = [(float(scores[i]), self.rows[int(row_ids[i])]) for i in best]
-        candidates.sort(key=lambda item: (-item[0], id_number(item[1].id), item[1].id))
+        candidates.sort(key=lambda item: (-item[0], *id_order(item[1].id)))
         return [
             MemoryHit(
                 id=row.id, label=row.label, description=row.description, score=score, matched_text=row.text

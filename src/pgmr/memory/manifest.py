@@ -76,6 +76,9 @@ class MemoryManifest:
     # Search settings that override those saved in the index files (`pgmr memory tune`): e.g. nprobe and
     # rerank of an ivfpq-rerank index, chosen after the build without rewriting its files.
     search_options: Mapping[str, int] = field(default_factory=dict)
+    # {"file": "graph.json", "sha256": ..., "sources": [...]} for a memory built from a user's graph
+    # (pgmr.memory.graph_file); empty, and absent from manifest.json, for Wikidata memories.
+    graph: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         # Explicit order: the version and encoder are what a reader of manifest.json looks for first.
@@ -94,6 +97,7 @@ class MemoryManifest:
             "prior": dict(self.prior),
             "lexical": dict(self.lexical),
             "search_options": dict(self.search_options),
+            **({"graph": dict(self.graph)} if self.graph else {}),
         }
 
     @classmethod

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pgmr.fsutil import write_file
 from pgmr.kg.catalog import CatalogEntry
-from pgmr.kg.ids import id_number
+from pgmr.kg.ids import id_order
 from pgmr.memory.errors import MemoryCorruptError
 
 # Rows and queries must be embedded from the same template; the manifest records it so that a memory built with
@@ -42,7 +42,7 @@ def memory_rows(entries: Iterable[CatalogEntry]) -> list[MemoryRow]:
     text of its own shape instead of one diluted by a description). Entries without a label get no rows.
     Sorted by ID so that a build does not depend on catalog order."""
     rows: list[MemoryRow] = []
-    for entry in sorted(entries, key=lambda e: (id_number(e.id), e.id)):
+    for entry in sorted(entries, key=lambda e: id_order(e.id)):
         if not entry.label:
             continue
         seen: set[str] = set()

@@ -33,12 +33,15 @@ from typing import Any
 from pgmr.failpoints import failpoint
 from pgmr.fsutil import fsync_dir, recover_dir, replace_dir, temp_sibling, write_file
 from pgmr.kg.catalog import LabelCatalog
+from pgmr.kg.graph import GraphCatalog, GraphInfo
 from pgmr.kg.ids import Kind, id_kind
 from pgmr.memory.cache import EmbeddingCache, embed_texts, file_sha256
 from pgmr.memory.dictionary import OVERFETCH, MemoryDictionary, MemoryHit, load_dictionary
 from pgmr.memory.encoder import EncodeProgress, Encoder
-from pgmr.memory.errors import PgmrMemoryError
+from pgmr.memory.graph_file import load_graph, save_graph
 from pgmr.memory.index import create_index
+from pgmr.memory.location import check_replaceable as _check_replaceable
+from pgmr.memory.location import default_cache_dir
 from pgmr.memory.manifest import (
     FORMAT_VERSION,
     INDEX_FILES,
@@ -90,7 +93,11 @@ class Memory:
         prior_counts: Mapping[str, int] | None = None,
         prior_source: str = "",
         lexical: Mapping[Kind, Any] | None = None,
+        graph: GraphInfo | None = None,
     ) -> None:
+        # The graph a memory of another graph's IRIs was built from (its prefixes write final queries); None
+        # for Wikidata.
+        self.graph = graph
         # kind -> LexicalIndex: the on-disk lexical tier, when the memory has one (dump-built memories do).
         self.lexical: dict[Kind, Any] = dict(lexical or {})
         self.prior_counts: dict[str, int] = dict(prior_counts or {})
@@ -117,6 +124,8 @@ class Memory:
         raise ValueError(f"unknown kind {kind!r}; expected 'entity' or 'relation'")
 
     def contains(self, wikidata_id: str) -> bool:
+        if ":" in wikidata_id:  # an IRI says nothing of its kind (a Wikidata ID never has a colon)
+            return wikidata_id in self.entities or wikidata_id in self.relations
         return wikidata_id in self.dictionary(id_kind(wikidata_id))
 
     def __contains__(self, wikidata_id: object) -> bool:
@@ -180,6 +189,7 @@ class Memory:
             stats,
             prior_counts,
             prior_source,
+            graph=catalog.info() if isinstance(catalog, GraphCatalog) else None,
         )
 
     @classmethod
@@ -265,7 +275,10 @@ class Memory:
                 from pgmr.memory.lexical import write_lexical
 
                 lexical = write_lexical(tmp, {kind: self.dictionary(kind).rows for kind in KINDS})
-            manifest = replace(self.manifest, dictionaries=dictionaries, prior=prior, lexical=lexical)
+            graph = save_graph(tmp, self.graph)
+            manifest = replace(
+                self.manifest, dictionaries=dictionaries, prior=prior, lexical=lexical, graph=graph
+            )
             # The manifest goes last: a directory with a manifest has everything the manifest names.
             write_file(tmp / MANIFEST_FILE, json.dumps(manifest.to_json(), indent=2).encode() + b"\n")
             fsync_dir(tmp)
@@ -312,7 +325,7 @@ class Memory:
             lexical = {kind: LexicalIndex(path / manifest.lexical[kind]) for kind in KINDS}
         memory = cls(
             dictionaries["entity"], dictionaries["relation"], encoder, manifest, None, prior_counts,
-            lexical=lexical,
+            lexical=lexical, graph=load_graph(path, manifest, verify),
         )  # fmt: skip
         memory.warming = warm_up(files_to_warm(path, manifest)) if warm else None
         return memory
@@ -350,26 +363,6 @@ def new_manifest(
         lexical=dict(lexical or {}),
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         vectors=vectors,
-    )
-
-
-def default_cache_dir(out_dir: Path | str) -> Path:
-    """`<out_dir>.cache` beside the memory directory."""
-    out_dir = Path(out_dir)
-    return out_dir.with_name(f"{out_dir.name}.cache")
-
-
-def _check_replaceable(out_dir: Path) -> None:
-    """Refuse to replace anything but a memory or an empty directory: a wrong --out must not delete data."""
-    if not out_dir.exists():
-        return
-    if not out_dir.is_dir():
-        raise PgmrMemoryError(f"cannot write a memory to {out_dir}: it is a file; choose another output path")
-    if (out_dir / MANIFEST_FILE).is_file() or not any(out_dir.iterdir()):
-        return
-    raise PgmrMemoryError(
-        f"refusing to replace {out_dir}: it is a non-empty directory without a pgmr manifest.json; "
-        "choose another output path or remove it first"
     )
 
 

@@ -217,7 +217,7 @@ def _candidate(draft: _Draft, index: Sequence[int], probes: Sequence[Probe]) -> 
     mapping = tuple((p.name, p.id) for p in picks)
     probed = next((p for p in probes if p.mapping == mapping), None)
     return QueryCandidate(
-        fill(draft.query, dict(mapping)),
+        fill(draft.query, dict(mapping), namespaces=dict(draft.verdict.prefixes)),
         mapping,
         picks,
         support,

@@ -25,6 +25,8 @@ class MemoryLabels:
         self.memory = memory
 
     def get(self, wikidata_id: str) -> Any:
+        if ":" in wikidata_id:  # an IRI of another graph's memory: its kind is in neither form nor number
+            return self.memory.entities.get(wikidata_id) or self.memory.relations.get(wikidata_id)
         return self.memory.dictionary(id_kind(wikidata_id)).get(wikidata_id)
 
 
@@ -49,6 +51,8 @@ def answer(term: Term, variable: str, labels: LabelSource) -> Answer:
             entry = labels.get(wid)
             if entry is not None:
                 label, description = entry.label, entry.description
+        elif (entry := labels.get(term.value)) is not None:  # an IRI another graph's memory names
+            label, description = entry.label, entry.description
     return Answer(term.value, term.kind, variable, wid, label, description, term.datatype, term.language)
 
 

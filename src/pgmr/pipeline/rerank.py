@@ -8,8 +8,8 @@ whether other members wrote the same final query, and what the member reports of
 structured model's shape and slot probabilities), with one set of weights per member (members differ in how
 far their confidences can be trusted). With a store, `stages.finish` also lets a draft whose query finds
 nothing give way to the next one (the KG check across drafts). The weights are fitted on LC-QuAD 2.0 validation
-(scripts/fit_rerank.py) as a pairwise ranking: on questions where exactly one draft is right, the difference of
-the two drafts' signals predicts which; they ship as the ensemble's `reranker.json`.
+(`pgmr ensemble fit-rerank`) as a pairwise ranking: on questions where exactly one draft is right, the
+difference of the two drafts' signals predicts which; they ship as the ensemble's `reranker.json`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pgmr.generators.ensemble import RERANKER_FILE, Draft
 from pgmr.generators.verifier import MAX_LOGIT, VERIFIER_DIR, memory_describer
+from pgmr.pipeline.asked import unasked_parts
 from pgmr.pipeline.results import DraftScore
 from pgmr.pipeline.stages import Advance, Prepared, Timer, prepare
 
@@ -45,11 +46,12 @@ FEATURES: tuple[str, ...] = (
     # 1e-4; 0 for members that report nothing (their weight for it is then moot).
     "generator_template",  # log probability of the draft's query shape (the structured model)
     "generator_slots",  # log probability of its least probable slot value, given the shape
+    # Type triples and qualifiers the question does not ask for (pgmr.pipeline.asked; since 2026-12-07).
+    "unasked",
     # The ensemble's verifier (pgmr.generators.verifier): its logit that the resolved query answers the
     # question, clipped to +-10; -10 for a draft that did not resolve; 0 for every draft without a verifier.
     "verifier",
 )
-_BEFORE_VERIFIER = FEATURES[:-1]
 _FLOOR = 1e-4
 _WORD = re.compile(r"\w+")
 # Among drafts, one that resolved beats one the resolver refused, which beats one that did not parse,
@@ -93,11 +95,12 @@ class Reranker:
             raise RerankerError("a reranker is a JSON object with 'weights': {source: {signal: weight}}")
         features = tuple(data.get("features", FEATURES))
         weights = {s: {k: float(v) for k, v in w.items()} for s, w in data["weights"].items()}
-        if features == _BEFORE_VERIFIER:
-            # Fitted before the verifier signal existed: it weighs it 0 (the choice is what it always was).
-            weights = {s: {**w, "verifier": 0.0} for s, w in weights.items()}
-        elif features != FEATURES:
-            raise RerankerError(f"reranker signals {list(features)} are not this version's {list(FEATURES)}")
+        unknown = sorted(set(features) - set(FEATURES))
+        if unknown:
+            raise RerankerError(f"reranker signals {unknown} are not among this version's {list(FEATURES)}")
+        # A file fitted before a signal existed weighs it 0: its choice is what it always was.
+        added = [name for name in FEATURES if name not in features]
+        weights = {s: {**dict.fromkeys(added, 0.0), **w} for s, w in weights.items()}
         reranker = cls(weights, dict(data.get("provenance", {})), verifier)
         if reranker.uses_verifier and verifier is None:
             raise RerankerError(
@@ -176,6 +179,7 @@ def signals(
         "agreement": agreement,
         "generator_template": _log(confidence or {}, "template"),
         "generator_slots": _log(confidence or {}, "slots"),
+        "unasked": float(unasked_parts(item.question, _final_sparql(item), evidence)),
         "verifier": 0.0 if verified is None else (verified if resolved else -MAX_LOGIT),
     }
 
@@ -339,7 +343,7 @@ def reranker_of(generator: Any) -> Reranker | None:
     if data is None:
         if len(members) > 1:
             raise RerankerError(
-                f"the ensemble has no {RERANKER_FILE} to choose among its drafts; fit one with scripts/fit_rerank.py"
+                f"the ensemble has no {RERANKER_FILE} to choose among its drafts; fit one with pgmr ensemble fit-rerank"
             )
         return None
     reranker = Reranker.from_json(data, getattr(generator, "verifier", None))

@@ -329,7 +329,7 @@ def _after_resolution(
         if should_probe(resolution, config.kg):
             picked = choose(resolution, lambda q: execute(store, q, config.timeout), config.kg)
             mapping, choice, probes, outcome = picked.mapping, picked.choice, picked.probes, picked.outcome
-            sparql = fill(resolution.query, mapping)
+            sparql = fill(resolution.query, mapping, namespaces=dict(resolution.prefixes))
             timer.add("kg_check", started)
         else:
             outcome = execute(store, sparql, config.timeout)

@@ -165,7 +165,7 @@ def choose(
         chosen = [slot[i] for slot, i in zip(options, index, strict=True)]
         mapping = {name: c.id for name, c in zip(names, chosen, strict=True)}
         started = time.perf_counter()
-        outcome = execute(fill(resolution.query, mapping))
+        outcome = execute(fill(resolution.query, mapping, namespaces=dict(resolution.prefixes)))
         seconds = time.perf_counter() - started
         score = round(math.fsum(c.score for c in chosen), 6)
         if not isinstance(outcome, QueryResult):

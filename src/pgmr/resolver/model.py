@@ -130,6 +130,9 @@ class Resolution:
     # What the resolver changed in the generated query besides filling IDs (a triple turned round by the
     # training facts, pgmr.resolver.facts); `query` is the query as changed.
     notes: tuple[str, ...] = ()
+    # A memory of another graph's IRIs: the graph's prefixes, which every query filled from this resolution
+    # is written with (`fill(..., namespaces=...)`); empty for Wikidata.
+    prefixes: tuple[tuple[str, str], ...] = ()
 
     status = "resolved"
 
@@ -153,6 +156,7 @@ class Refusal:
     query: IntermediateQuery
     unsupported: tuple[str, ...]
     evidence: tuple[PlaceholderEvidence, ...]
+    prefixes: tuple[tuple[str, str], ...] = ()  # as in Resolution
 
     status = "refused"
 

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pgmr.kg.ids import id_number
+from pgmr.kg.iris import is_iri
 from pgmr.kg.labels import normalize_label as normalize_label  # re-exported: its home before pgmr.kg.labels
 
 # Largest Wikidata ID numbers are ~1.3e8; log10 of that is under 9.
@@ -105,5 +106,7 @@ def prior_for(source: str, counts: Mapping[str, int], tuned: Mapping[str, Any] |
 
 
 def _age(wikidata_id: str) -> float:
+    if is_iri(wikidata_id):
+        return 0.0  # an IRI of another graph has no number, and so no age
     number = max(id_number(wikidata_id), 1)
     return max(0.0, 1.0 - math.log10(number) / _ID_DIGITS)

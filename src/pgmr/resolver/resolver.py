@@ -11,9 +11,12 @@ import numpy as np
 from rapidfuzz import fuzz, process
 
 from pgmr.conversion import fill, to_skeleton
-from pgmr.kg.ids import ID_PREFIXES, Kind, id_number
+from pgmr.conversion.graph import raw_graph_iris
+from pgmr.kg.ids import ID_PREFIXES, Kind, id_number_order, id_order
+from pgmr.kg.iris import namespace_of
 from pgmr.memory import Memory, MemoryDictionary, MemoryHit, memory_text
 from pgmr.memory.lexical import best_edit_similarities
+from pgmr.query.errors import RawIdentifierError
 from pgmr.query.gate import check_query
 from pgmr.query.lexer import tokenize
 from pgmr.query.model import IntermediateQuery, Placeholder, placeholder_kind
@@ -113,13 +116,14 @@ class _Lexicon:
 
     def exact(self, key: str, limit: int) -> list[str]:
         found = self.surfaces.get(key, set())
-        return sorted(found, key=lambda i: (id_number(i), i))[:limit]
+        return sorted(found, key=id_order)[:limit]
 
     def fuzzy(self, key: str, limit: int, cutoff: float) -> list[str]:
         if not limit:
             return []
         hits = process.extract(key, self.choices, scorer=fuzz.ratio, limit=limit, score_cutoff=cutoff * 100)
-        return [wid for choice, _, _ in hits for wid in sorted(self.surfaces[choice], key=id_number)][:limit]
+        found = [wid for choice, _, _ in hits for wid in sorted(self.surfaces[choice], key=id_number_order)]
+        return found[:limit]
 
     def similarities(self, wikidata_ids: Sequence[str], key: str) -> list[float]:
         """Per ID, the best edit similarity (fuzz.ratio / 100) of `key` with its labels and aliases (0 for an ID
@@ -151,7 +155,12 @@ class Resolver:
         self.prior = prior or prior_for(memory.prior_source, memory.prior_counts, memory.manifest.prior)
         self.calibration = calibration or shipped_calibration()
         # `is None`, not `or`: an empty TrainingFacts is falsy and must not fall back to the shipped facts.
-        self.facts = (facts if facts is not None else shipped_facts()) if self.config.orient else None
+        # The shipped facts are Wikidata's: a memory of another graph has none unless given its own.
+        default_facts = shipped_facts() if memory.graph is None else None
+        self.facts = (facts if facts is not None else default_facts) if self.config.orient else None
+        # Another graph's prefixes, for writing its IRIs into final queries (empty for Wikidata).
+        self.prefixes: tuple[tuple[str, str], ...] = memory.graph.prefixes if memory.graph else ()
+        self._graph_namespaces: frozenset[str] | None = None
         self._lexicons: dict[Kind, Lexicon] = {}
 
     def lexicon(self, kind: Kind) -> Lexicon:
@@ -178,6 +187,8 @@ class Resolver:
         span of its question that the memory does not know (pgmr.resolver.support)."""
         if questions is not None and len(questions) != len(queries):
             raise ValueError(f"{len(queries)} queries but {len(questions)} questions")
+        for query in queries if self.memory.graph is not None else ():
+            self._check_graph_skeleton(query)
         evidence: dict[tuple[int, str], PlaceholderEvidence] = {}
         describing = [any(p.description for p in q.placeholders) for q in queries]
         keys = [question_keys(q) for q in questions] if questions is not None else None
@@ -303,7 +314,7 @@ class Resolver:
                 + cfg.canonical_weight * canonical
             )
             scored.append((round(score, 6), similarity, n))
-        scored.sort(key=lambda item: (-item[0], id_number(ids[item[2]]), ids[item[2]]))
+        scored.sort(key=lambda item: (-item[0], *id_order(ids[item[2]])))
         ranked: list[Candidate] = []
         for score, similarity, n in scored[: cfg.k]:
             wid = ids[n]
@@ -334,22 +345,34 @@ class Resolver:
                 question=question,
                 known=lexicon.knows(key),
                 surfaces=sorted(lexicon.surfaces_of(kept[0].id)) if kept else None,
+                unknown=frozenset({"prior"}) if self.memory.graph is not None else frozenset(),
             ),
             min_confidence=cfg.min_confidence,
         )
 
+    def _check_graph_skeleton(self, query: IntermediateQuery) -> None:
+        """A skeleton over another graph that writes one of its IRIs itself is refused like a raw Wikidata ID:
+        the memory's IRIs come from the memory, never from the model."""
+        memory = self.memory
+        if self._graph_namespaces is None:
+            ids = memory.entities.ids() | memory.relations.ids()
+            self._graph_namespaces = frozenset(namespace_of(i) for i in ids)
+        raw = raw_graph_iris(query.skeleton, memory.contains, self._graph_namespaces)
+        if raw:
+            raise RawIdentifierError(f"IRI <{raw[0]}> of the graph in the query; use a placeholder")
+
     def _decide(self, query: IntermediateQuery, evidence: list[PlaceholderEvidence]) -> Resolution | Refusal:
         unsupported = tuple(ev.placeholder.name for ev in evidence if not ev.supported)
         if unsupported:
-            return Refusal(query, unsupported, tuple(evidence))
+            return Refusal(query, unsupported, tuple(evidence), self.prefixes)
         mapping = {ev.placeholder.name: ev.best.id for ev in evidence if ev.best is not None}
         notes: tuple[str, ...] = ()
         if self.facts is not None:
             skeleton, notes = self.facts.turned(query.skeleton, mapping)
             query = replace(query, skeleton=skeleton)
-        sparql = fill(query, mapping)
+        sparql = fill(query, mapping, namespaces=dict(self.prefixes))
         self._check_output(sparql, mapping)
-        return Resolution(query, sparql, tuple(mapping.items()), tuple(evidence), notes)
+        return Resolution(query, sparql, tuple(mapping.items()), tuple(evidence), notes, self.prefixes)
 
     def _check_output(self, sparql: str, mapping: dict[str, str]) -> None:
         for name, wid in mapping.items():

@@ -1,6 +1,6 @@
 """How much the memory supports a placeholder: an estimated probability that the memory holds what the placeholder
 names, from several signals of the evidence, by a small logistic model per kind fitted on LC-QuAD 2.0
-validation only (scripts/fit_refusal.py; the fitted model, its threshold and provenance ship as
+validation only (`pgmr experiment fit-refusal`; the fitted model, its threshold and provenance ship as
 calibration.json beside this module).
 
 What it estimates: a placeholder counts as supported when its best candidate is a gold ID, or the memory still
@@ -247,9 +247,12 @@ class Calibration:
         question: frozenset[str] = frozenset(),
         known: bool | None = None,
         surfaces: Sequence[str] | None = None,
+        unknown: frozenset[str] = frozenset(),
     ) -> Support | None:
         """None for a kind without a model (then only the similarity thresholds can refuse it); `question`,
-        `known` and `surfaces` as for `features`."""
+        `known` and `surfaces` as for `features`. `unknown`: signals the memory cannot give (the `prior` of a
+        memory of another graph, which has no prominence counts), taken at the model's mean, so that they count
+        neither for nor against (a zero would read as "obscure" and refuse everything)."""
         model = self.models.get(placeholder.kind)
         if model is None:
             return None
@@ -261,6 +264,9 @@ class Calibration:
             surfaces=surfaces,
             names=self.names.get(placeholder.kind, frozenset()),
         )
+        for name, mean in zip(model.names, model.mean, strict=True):
+            if name in unknown and candidates:
+                values[name] = mean
         confidence = model.probability(values) if candidates else 0.0
         return Support(round(confidence, 6), tuple((n, round(values[n], 6)) for n in FEATURES))
 

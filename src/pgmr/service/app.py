@@ -36,6 +36,7 @@ from pgmr.service.schemas import (
     ResolveRequest,
     SearchResponse,
 )
+from pgmr.service.text2sparql import add_text2sparql
 
 log = logging.getLogger("pgmr.service")
 
@@ -173,10 +174,12 @@ def create_app(
     pipeline: Pipeline | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     limits: ServiceLimits | None = None,
+    datasets: Mapping[str, Pipeline] | None = None,
 ) -> FastAPI:
     """The app. `pipeline` serves a pipeline built by the caller; else one is loaded from `config` at startup.
 
     `limits` bound the work in progress, the wait queue and each request's time (default `ServiceLimits()`).
+    `datasets`: dataset name -> the caller's pipeline over that graph, for GET /text2sparql (service/text2sparql.py).
     """
     if pipeline is None and config is None:
         raise ValueError("create_app needs a PipelineConfig or a Pipeline")
@@ -319,6 +322,8 @@ def create_app(
             "kg_check": p.config.kg_check and p.store is not None,
             "load": {**limiter.snapshot(), "deadline_seconds": limiter.limits.deadline},
         }
+
+    add_text2sparql(app, limiter, dict(datasets or {}), LIMITED_RESPONSES)
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:

@@ -227,6 +227,14 @@ class SearchResponse(BaseModel):
     hits: list[SearchHitOut]
 
 
+class Text2SparqlResponse(BaseModel):
+    """The TEXT2SPARQL challenge's answer: the dataset and question as asked, and the final SPARQL query."""
+
+    dataset: str
+    question: str
+    query: str
+
+
 class LoadOut(BaseModel):
     """The limiter's state (pgmr.service.limits): requests at work and waiting, its bounds, and its counts."""
 

@@ -30,7 +30,7 @@ from pgmr.generators.structured.decoding import (
     token_span,
 )
 from pgmr.generators.structured.model import HeadConfig, StructuredModel, mean_pool
-from pgmr.generators.structured.store import load_encoder, save_model
+from pgmr.generators.structured.store import load_encoder, load_model, save_model
 from pgmr.generators.structured.targets import FrameTarget, Vocabulary, canonical_templates
 from pgmr.generators.structured.validation import evaluate
 
@@ -56,6 +56,9 @@ class StructuredTrainConfig:
     slot_layers: int = 2
     bf16: bool = False
     seed: int = 42
+    # A trained structured model to start from (its weights and vocabulary), e.g. to add training data to the
+    # shipped one without retraining it from the pretrained encoder.
+    init_from: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_steps < 1 or self.batch_size < 1 or self.eval_steps < 1:
@@ -248,7 +251,12 @@ def train_structured(
     model.encoder.load_state_dict(encoder.state_dict())
     checkpoint_path = out_dir / CHECKPOINT
     resumed = checkpoint_path.is_file()
-    if not resumed:
+    if not resumed and config.init_from is not None:
+        start, _, start_vocab, _ = load_model(Path(config.init_from))
+        if start_vocab.templates != vocab.templates or start.heads.to_json() != heads.to_json():
+            raise ValueError(f"{config.init_from}: its vocabulary or heads differ from this run's")
+        model.load_state_dict(start.state_dict())
+    elif not resumed:
         model.init_relation_table(
             relation_embeddings(model.encoder, tokenizer, [c.label for c in vocab.relations])
         )

@@ -1,0 +1,222 @@
+"""`pgmr experiment ck25`: PGMR over a graph that is not Wikidata, CK25 (TEXT2SPARQL'25's corporate graph).
+
+Every question goes the way `pgmr ask` takes it, over a memory built from the graph (docs/own-graph.md):
+- `--oracle`: the generator is perfect, its output the gold query converted to SPARQL-PGMR with the graph's
+  labels (what a model trained on the graph's converted pairs learns to write); what is left to go wrong is
+  the memory and the resolver;
+- `--model DIR`: a trained generator writes the intermediate queries instead.
+Then each final query runs on an embedded pyoxigraph store holding the graph, and is scored against the gold:
+IRIs (every gold IRI of the graph resolved right; every IRI of the final query present in the graph, so none
+invented), Query EM, and answer precision/recall/F1 against the gold `answers` (order-aware where the question
+says `result_order_matters`, pgmr.evaluation.ordered). The questions and the graph are options, with CK25 as
+the default, so another question set over the same graph runs unchanged.
+
+Writes metrics.json, predictions.jsonl and report.md (pgmr.experiments.ck25_report) into the output directory.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pgmr.experiments.ck25_questions import GraphQuestion, load_questions
+from pgmr.experiments.reporting import QUIET, Reporter
+from pgmr.experiments.settings import ExperimentError
+
+if TYPE_CHECKING:
+    from pgmr.kg.graph import GraphCatalog
+    from pgmr.memory import Memory
+    from pgmr.pipeline import AskResult
+
+NAME = "ck25"
+TITLE = "CK25: PGMR over a corporate knowledge graph (not Wikidata)"
+DEFAULT_QUESTIONS = Path("ck25") / "questions-dev.jsonl"
+DEFAULT_GRAPH = Path("ck25") / "prod-inst.ttl"
+
+
+@dataclass(frozen=True)
+class Ck25Settings:
+    """Validated at the edge (the CLI). `memory_dir` None: `out_dir/memory`, built from `graph` when missing.
+    `model_dir` None: the oracle."""
+
+    questions: Path
+    graph: Path
+    out_dir: Path
+    memory_dir: Path | None = None
+    model_dir: Path | None = None
+    limit: int | None = None
+    min_confidence: float = 0.0
+    batch_size: int = 16
+    device: str = "cpu"
+    precision: str = "auto"
+    timeout: float = 30.0
+    command: str = ""
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit must be positive, got {self.limit}")
+        if not 0.0 <= self.min_confidence <= 1.0:
+            raise ValueError(f"the refusal threshold is a probability in [0, 1], got {self.min_confidence}")
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be positive seconds, got {self.timeout}")
+
+    @property
+    def condition(self) -> str:
+        return "oracle" if self.model_dir is None else "model"
+
+
+def graph_memory(settings: Ck25Settings, reporter: Reporter) -> Memory:
+    """The memory of the graph: loaded when it exists, else built from the graph file (embeddings cached in
+    `<memory>.cache`, so a rebuild encodes nothing)."""
+    from pgmr.kg.catalog import CatalogError
+    from pgmr.kg.rdf import read_rdf_files
+    from pgmr.memory import Memory, PgmrMemoryError, load_encoder
+
+    path = settings.memory_dir or settings.out_dir / "memory"
+    try:
+        if (path / "manifest.json").is_file():
+            with reporter.status(f"loading the memory from {path}"):
+                memory = Memory.load(path, precision=settings.precision, warm=False)
+        else:
+            with reporter.status(f"building the memory of {settings.graph} in {path}"):
+                catalog = read_rdf_files([settings.graph])
+                memory = Memory.build(catalog, path, load_encoder(None))
+    except (PgmrMemoryError, CatalogError) as exc:
+        raise ExperimentError(str(exc)) from None
+    if memory.graph is None:
+        raise ExperimentError(
+            f"{path} is a Wikidata memory; give a memory of the graph (`pgmr memory build --from-rdf "
+            f"{settings.graph}`) or leave out --memory"
+        )
+    return memory
+
+
+def run(settings: Ck25Settings, reporter: Reporter = QUIET) -> dict[str, Any]:
+    from pgmr.experiments.ck25_report import score_question, summary, write_outputs
+    from pgmr.memory.graph_file import graph_catalog
+    from pgmr.stores import OxigraphStore, StoreError
+
+    started, started_at = time.monotonic(), datetime.now(UTC).isoformat(timespec="seconds")
+    questions = load_questions(settings.questions, settings.limit)
+    memory = graph_memory(settings, reporter)
+    assert memory.graph is not None
+    if not any(Path(s).name == settings.graph.name for s in memory.graph.sources):
+        reporter.warn(
+            f"the memory was built from {', '.join(memory.graph.sources)}, the queries run on {settings.graph}: "
+            "make sure they hold the same graph"
+        )
+    catalog = graph_catalog(memory.entities.rows, memory.relations.rows, memory.graph)
+    try:
+        store = OxigraphStore.from_file(settings.graph, timeout=settings.timeout)
+    except (StoreError, OSError) as exc:
+        raise ExperimentError(f"cannot load {settings.graph} into a store: {exc}") from None
+    with store:
+        graph_iris = _graph_iris(store)
+        intermediates, skipped = _converted(questions, catalog)
+        results = _answer(settings, memory, questions, intermediates, reporter)
+        with reporter.progress("running the final queries", len(questions)) as advance:
+            rows = []
+            for q, result in zip(questions, results, strict=True):
+                rows.append(
+                    score_question(q, result, intermediates.get(q.id), skipped.get(q.id), store, catalog,
+                                   graph_iris, settings.timeout)
+                )  # fmt: skip
+                advance(1)
+    doc = {
+        "experiment": NAME,
+        "title": TITLE,
+        "condition": settings.condition,
+        "questions_file": str(settings.questions),
+        "graph_file": str(settings.graph),
+        "memory": str(settings.memory_dir or settings.out_dir / "memory"),
+        "model": str(settings.model_dir) if settings.model_dir else None,
+        "min_confidence": settings.min_confidence,
+        "command": settings.command,
+        "started_at": started_at,
+        "metrics": summary(rows),
+        "wall_seconds": round(time.monotonic() - started, 1),
+    }
+    write_outputs(settings.out_dir, doc, rows)
+    return doc
+
+
+def _graph_iris(store: Any) -> frozenset[str]:
+    """Every IRI the graph holds, in any position: an IRI of a final query outside it is invented."""
+    found: set[str] = set()
+    for var in ("s", "p", "o"):
+        result = store.query(f"SELECT DISTINCT ?{var} WHERE {{ ?s ?p ?o FILTER(isIRI(?{var})) }}")
+        found.update(row[var].value for row in result.rows)
+    return frozenset(found)
+
+
+def _converted(
+    questions: list[GraphQuestion], catalog: GraphCatalog
+) -> tuple[dict[str, tuple[str, dict[str, str]]], dict[str, str]]:
+    """Per question, its gold query in SPARQL-PGMR with the gold mapping, or why it does not convert."""
+    from pgmr.conversion import ConversionError, convert_sparql
+
+    converted: dict[str, tuple[str, dict[str, str]]] = {}
+    skipped: dict[str, str] = {}
+    for q in questions:
+        try:
+            query, mapping = convert_sparql(q.sparql, catalog)
+        except ConversionError as exc:
+            skipped[q.id] = str(exc)
+            continue
+        converted[q.id] = (query.to_text(), mapping)
+    return converted, skipped
+
+
+def _answer(
+    settings: Ck25Settings,
+    memory: Memory,
+    questions: list[GraphQuestion],
+    intermediates: dict[str, tuple[str, dict[str, str]]],
+    reporter: Reporter,
+) -> list[AskResult | None]:
+    """Each question's result without a store (the final queries run afterwards, scored one by one); None for
+    an oracle question whose gold query does not convert (nothing to write)."""
+    from pgmr.generators.seq2seq.card import ModelCardError
+    from pgmr.generators.trained import load_trained
+    from pgmr.pipeline import Pipeline, PipelineConfig
+
+    config = PipelineConfig(
+        min_confidence=settings.min_confidence, kg_check=False, precision=settings.precision
+    )
+    if settings.model_dir is None:
+        pipeline = Pipeline(None, memory, config=config)
+        found: list[AskResult | None] = []
+        with reporter.progress("resolving the oracle's queries", len(questions)) as advance:
+            for q in questions:
+                text = intermediates.get(q.id)
+                found.append(
+                    None
+                    if text is None
+                    else pipeline.resolve_text(text[0], question=q.question, execute=False)
+                )
+                advance(1)
+        return found
+    try:
+        with reporter.status(f"loading the generator from {settings.model_dir}"):
+            generator = load_trained(settings.model_dir, settings.device, precision=settings.precision)
+    except (ModelCardError, OSError) as exc:
+        raise ExperimentError(f"cannot load the generator from {settings.model_dir}: {exc}") from None
+    pipeline = Pipeline(generator, memory, config=config)
+    with reporter.status(f"generating and resolving {len(questions)} questions"):
+        return list(pipeline.ask_many([q.question for q in questions], batch_size=settings.batch_size))
+
+
+__all__ = [
+    "DEFAULT_GRAPH",
+    "DEFAULT_QUESTIONS",
+    "NAME",
+    "TITLE",
+    "Ck25Settings",
+    "GraphQuestion",
+    "graph_memory",
+    "load_questions",
+    "run",
+]
