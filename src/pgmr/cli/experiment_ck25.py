@@ -24,6 +24,22 @@ def ck25(
     model: Path | None = typer.Option(
         None, "--model", help="A trained generator to write the intermediate queries instead of the oracle"
     ),
+    server: str | None = typer.Option(
+        None,
+        "--server",
+        help="An OpenAI-compatible chat server (e.g. llama.cpp's) to write them instead, prompted with the "
+        "graph's schema: no training pairs needed (`pgmr llm fetch` gets a local model)",
+    ),
+    server_model: str | None = typer.Option(
+        None, "--server-model", help="--server: the model name (default: the first one the server lists)"
+    ),
+    server_timeout: float = typer.Option(
+        600.0,
+        "--server-timeout",
+        min=0.1,
+        help="--server: seconds per request, queueing at the server included",
+    ),
+    max_new_tokens: int = typer.Option(256, "--max-new-tokens", min=1, help="--server: tokens per answer"),
     questions: Path | None = typer.Option(
         None,
         "--questions",
@@ -51,22 +67,24 @@ def ck25(
         help="Refusal threshold on each placeholder's support (default: the shipped one)",
     ),
     refusal: bool = typer.Option(True, "--refusal/--no-refusal", help="--no-refusal: never refuse"),
-    batch_size: int = typer.Option(16, min=1, help="--model: questions per generation batch"),
+    batch_size: int = typer.Option(
+        16, min=1, help="--model: questions per generation batch; --server: requests sent at once"
+    ),
     device: str = typer.Option("cpu", help="--model: torch device"),
     precision: str = PRECISION_OPTION,
     timeout: float = typer.Option(30.0, min=0.1, help="Seconds per query on the store"),
 ) -> None:
-    """The oracle (or a model) over CK25: gold IRIs resolved right, IRIs invented, Query EM and answer
+    """The oracle (or a model, or a chat LLM) over CK25: gold IRIs resolved right, IRIs invented, Query EM and answer
     P/R/F1 of the final queries run on an embedded store; metrics.json, predictions.jsonl and report.md."""
     from pgmr.experiments import ck25 as experiment
     from pgmr.experiments.ck25_report import tables
     from pgmr.experiments.settings import ExperimentError
 
-    if oracle and model is not None:
-        print_error("give --oracle or --model, not both")
+    if sum([oracle, model is not None, server is not None]) > 1:
+        print_error("give one of --oracle, --model and --server")
         raise typer.Exit(2)
     settings: Settings = ctx.obj
-    name = experiment.NAME if model is None else f"{experiment.NAME}-model"
+    name = experiment.NAME + ("-model" if model is not None else "-chat" if server is not None else "")
     try:
         data_dir = settings.data_dir if questions is None or graph is None else Path(".")
         run_settings = experiment.Ck25Settings(
@@ -82,6 +100,10 @@ def ck25(
             precision=precision,
             timeout=timeout,
             command=recorded_command(ctx),
+            server=server,
+            server_model=server_model,
+            server_timeout=server_timeout,
+            max_new_tokens=max_new_tokens,
         )
         for path in (run_settings.questions, run_settings.graph):
             if not path.is_file():

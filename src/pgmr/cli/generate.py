@@ -94,8 +94,10 @@ def generate(
         None, "--mode", help="Chat server: what to write (pgmr | direct | rag | rag-pgmr)"
     ),
     llm_model: str | None = typer.Option(None, help="Chat server: model name (default: the first it lists)"),
-    shots: str = typer.Option(
-        "lcquad2-train", help="Chat server: dataset (name or file) of few-shot examples"
+    shots: str | None = typer.Option(
+        None,
+        help="Chat server: dataset (name or file) of few-shot examples (default: lcquad2-train; with a graph's "
+        "--memory, none: the graph's schema prompt, and a file of your pairs over it adds its nearest ones)",
     ),
     shots_limit: int | None = typer.Option(None, min=1, help="Chat server: only the first N shot records"),
     k_shots: int = typer.Option(5, min=0, help="Chat server: examples per prompt, nearest to the question"),
@@ -149,15 +151,27 @@ def generate(
         contexts = retriever.contexts([r["question"] for r in rows])
 
     if chat:
-        from pgmr.generators.chat.build import chat_generator_for_cli
+        from pgmr.generators.chat.build import chat_generator_for_cli, graph_prompt, memory_catalog
+        from pgmr.generators.chat.schema import SchemaError
 
+        schema, shot_catalog = None, None
+        if mode == "pgmr" and memory_dir is not None and (memory_dir / "graph.json").is_file():
+            # A graph's memory: the model is told the graph's schema instead of being shown Wikidata pairs.
+            memory = memory or open_memory(memory_dir, precision)
+            if memory.graph is not None:
+                try:
+                    console.print("reading the graph's schema")
+                    schema, shot_catalog = graph_prompt(memory), memory_catalog(memory)
+                except SchemaError as exc:
+                    print_error(exc)
+                    raise typer.Exit(2) from None
         try:
             generator: Any = chat_generator_for_cli(
                 model_dir,
                 mode,
                 settings,
                 model=llm_model,
-                shots=shots,
+                shots=shots if schema is not None else shots or "lcquad2-train",
                 shots_limit=shots_limit,
                 k_shots=k_shots,
                 constrain=constrain,
@@ -167,6 +181,8 @@ def generate(
                 temperature=temperature,
                 max_tokens=max_new_tokens or 256,
                 shot_context=retriever.contexts if mode in RAG_MODES else None,
+                schema=schema,
+                catalog=shot_catalog,
             )
         except GeneratorError as exc:  # the server, not the input: same status as failing mid-run
             print_error(exc)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from pgmr.cli import ensemble, experiment, kg, memory
+from pgmr.cli import ensemble, experiment, kg, llm, memory
 from pgmr.cli.ask import ask
 from pgmr.cli.common import Settings
 from pgmr.cli.convert import convert
@@ -43,6 +43,7 @@ app.command()(convert)
 app.command()(resolve)
 app.add_typer(memory.app, name="memory")
 app.add_typer(kg.app, name="kg")
+app.add_typer(llm.app, name="llm")
 app.add_typer(experiment.app, name="experiment")
 app.command()(synthesize)
 app.command()(train)

@@ -4,7 +4,10 @@ Every question goes the way `pgmr ask` takes it, over a memory built from the gr
 - `--oracle`: the generator is perfect, its output the gold query converted to SPARQL-PGMR with the graph's
   labels (what a model trained on the graph's converted pairs learns to write); what is left to go wrong is
   the memory and the resolver;
-- `--model DIR`: a trained generator writes the intermediate queries instead.
+- `--model DIR`: a trained generator writes the intermediate queries instead;
+- `--server URL`: a chat LLM on an OpenAI-compatible server writes them, prompted with the graph's schema and
+  worked examples written from it (pgmr.generators.chat.schema_prompt: no training pair of the graph needed),
+  grammar-constrained where the server is llama.cpp.
 Then each final query runs on an embedded pyoxigraph store holding the graph, and is scored against the gold:
 IRIs (every gold IRI of the graph resolved right; every IRI of the final query present in the graph, so none
 invented), Query EM, and answer precision/recall/F1 against the gold `answers` (order-aware where the question
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pgmr.experiments.ck25_questions import GraphQuestion, load_questions
 from pgmr.experiments.reporting import QUIET, Reporter
 from pgmr.experiments.settings import ExperimentError
+from pgmr.jsonl import write_json
 
 if TYPE_CHECKING:
     from pgmr.kg.graph import GraphCatalog
@@ -40,7 +44,7 @@ DEFAULT_GRAPH = Path("ck25") / "prod-inst.ttl"
 @dataclass(frozen=True)
 class Ck25Settings:
     """Validated at the edge (the CLI). `memory_dir` None: `out_dir/memory`, built from `graph` when missing.
-    `model_dir` None: the oracle."""
+    `model_dir` and `server` None: the oracle. `server_model` None: the first model the server lists."""
 
     questions: Path
     graph: Path
@@ -54,8 +58,16 @@ class Ck25Settings:
     precision: str = "auto"
     timeout: float = 30.0
     command: str = ""
+    server: str | None = None
+    server_model: str | None = None
+    server_timeout: float = 600.0
+    max_new_tokens: int = 256
 
     def __post_init__(self) -> None:
+        if self.server is not None and self.model_dir is not None:
+            raise ValueError("give a trained model or a chat server, not both")
+        if not self.server_timeout > 0 or self.max_new_tokens < 1:
+            raise ValueError("server_timeout must be positive seconds and max_new_tokens >= 1")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"limit must be positive, got {self.limit}")
         if not 0.0 <= self.min_confidence <= 1.0:
@@ -65,6 +77,8 @@ class Ck25Settings:
 
     @property
     def condition(self) -> str:
+        if self.server is not None:
+            return "chat"
         return "oracle" if self.model_dir is None else "model"
 
 
@@ -116,7 +130,10 @@ def run(settings: Ck25Settings, reporter: Reporter = QUIET) -> dict[str, Any]:
     with store:
         graph_iris = _graph_iris(store)
         intermediates, skipped = _converted(questions, catalog)
-        results = _answer(settings, memory, questions, intermediates, reporter)
+        generator, generator_info = _chat_generator(settings, store, catalog, reporter)
+        generation_started = time.monotonic()
+        results = _answer(settings, memory, questions, intermediates, reporter, generator)
+        generation_seconds = time.monotonic() - generation_started
         with reporter.progress("running the final queries", len(questions)) as advance:
             rows = []
             for q, result in zip(questions, results, strict=True):
@@ -132,11 +149,14 @@ def run(settings: Ck25Settings, reporter: Reporter = QUIET) -> dict[str, Any]:
         "questions_file": str(settings.questions),
         "graph_file": str(settings.graph),
         "memory": str(settings.memory_dir or settings.out_dir / "memory"),
-        "model": str(settings.model_dir) if settings.model_dir else None,
+        "model": str(settings.model_dir) if settings.model_dir else generator_info.get("model"),
+        "generator": generator_info,
         "min_confidence": settings.min_confidence,
         "command": settings.command,
         "started_at": started_at,
         "metrics": summary(rows),
+        "generation_seconds": round(generation_seconds, 1),
+        "seconds_per_question": round(generation_seconds / len(questions), 2) if questions else 0.0,
         "wall_seconds": round(time.monotonic() - started, 1),
     }
     write_outputs(settings.out_dir, doc, rows)
@@ -170,12 +190,53 @@ def _converted(
     return converted, skipped
 
 
+def _chat_generator(
+    settings: Ck25Settings, store: Any, catalog: GraphCatalog, reporter: Reporter
+) -> tuple[Any, dict[str, Any]]:
+    """With `--server`: the chat generator prompted with the graph's schema, read from the store, and what
+    to record of it (server, model, the prompt's size); else (None, {})."""
+    if settings.server is None:
+        return None, {}
+    from pgmr.generators.base import GeneratorError
+    from pgmr.generators.chat import ChatClient, ChatGenerator
+    from pgmr.generators.chat.schema import SchemaError, read_schema
+    from pgmr.generators.chat.schema_prompt import schema_prompt
+
+    try:
+        with reporter.status("reading the graph's schema"):
+            prompt = schema_prompt(read_schema(store, catalog, timeout=settings.timeout))
+        model = settings.server_model
+        if model is None:
+            with ChatClient(settings.server, timeout=settings.server_timeout) as client:
+                served = client.models()
+            if not served:
+                raise ExperimentError(f"chat server {client.root} lists no model; pass --server-model")
+            model = served[0].id
+        generator = ChatGenerator(
+            settings.server, model, "pgmr", schema=prompt, timeout=settings.server_timeout,
+            max_tokens=settings.max_new_tokens, temperature=0.0,
+        )  # fmt: skip
+        grammar = generator.uses_grammar()
+    except (SchemaError, GeneratorError) as exc:
+        raise ExperimentError(str(exc)) from None
+    settings.out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(settings.out_dir / "prompt.json", {
+        "system": prompt.system, "mapping_system": prompt.mapping_system,
+        "examples": [{"question": e.source, "target": e.target} for e in prompt.examples],
+        "relation_lines": list(prompt.relation_lines), "class_lines": list(prompt.class_lines),
+    })  # fmt: skip
+    info = {"server": generator.server, "model": model, "grammar": grammar, "two_step": generator.two_step,
+            "examples": len(prompt.examples), "system_chars": len(prompt.system)}  # fmt: skip
+    return generator, info
+
+
 def _answer(
     settings: Ck25Settings,
     memory: Memory,
     questions: list[GraphQuestion],
     intermediates: dict[str, tuple[str, dict[str, str]]],
     reporter: Reporter,
+    generator: Any = None,
 ) -> list[AskResult | None]:
     """Each question's result without a store (the final queries run afterwards, scored one by one); None for
     an oracle question whose gold query does not convert (nothing to write)."""
@@ -186,6 +247,20 @@ def _answer(
     config = PipelineConfig(
         min_confidence=settings.min_confidence, kg_check=False, precision=settings.precision
     )
+    if generator is not None:
+        from pgmr.generators.base import GeneratorError
+
+        try:
+            with reporter.status(f"generating (chat) and resolving {len(questions)} questions"):
+                return list(
+                    Pipeline(generator, memory, config=config).ask_many(
+                        [q.question for q in questions], batch_size=settings.batch_size
+                    )
+                )
+        except GeneratorError as exc:
+            raise ExperimentError(str(exc)) from None
+        finally:
+            generator.close()
     if settings.model_dir is None:
         pipeline = Pipeline(None, memory, config=config)
         found: list[AskResult | None] = []

@@ -129,7 +129,10 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "answer_precision": round(sum(r["precision"] for r in rows) / n, 4) if n else 0.0,
         "answer_recall": round(sum(r["recall"] for r in rows) / n, 4) if n else 0.0,
         "answer_f1": round(sum(r["f1"] for r in rows) / n, 4) if n else 0.0,
+        "answer_set_f1": round(sum(r["set_f1"] for r in rows) / n, 4) if n else 0.0,
         "answers_exact": sum(r["f1"] == 1.0 for r in rows),
+        # A resolved query the store could not run (its error in the row): the claim is 0.
+        "execution_errors": sum(r["status"] == "resolved" and r["error"] is not None for r in rows),
         "gold_query_answer_f1": round(sum(r["gold_query_f1"] for r in rows) / n, 4) if n else 0.0,
         "order_aware_questions": sum(r["order_matters"] for r in rows),
     }
@@ -153,10 +156,16 @@ def tables(doc: dict[str, Any]) -> str:
         f"| Query EM | {m['query_em']:.2%} |",
         f"| answer precision / recall / F1 (macro) | {m['answer_precision']:.4f} / {m['answer_recall']:.4f} / "
         f"{m['answer_f1']:.4f} |",
+        f"| answer set F1 (macro; order ignored everywhere) | {m.get('answer_set_f1', 0.0):.4f} |",
         f"| questions with every answer right (F1 = 1) | {m['answers_exact']} |",
+        f"| resolved queries the store could not run | {m.get('execution_errors', 0)} |",
         f"| the gold queries' own answer F1 on the store (the ceiling) | {m['gold_query_answer_f1']:.4f} |",
         f"| order-aware questions | {m['order_aware_questions']} |",
     ]
+    if doc.get("condition") != "oracle" and "seconds_per_question" in doc:
+        lines.append(
+            f"| seconds per question (generation and resolution) | {doc['seconds_per_question']:.2f} |"
+        )
     if m["verbatim_iris"]:
         kept = ", ".join(f"`{i}` x{c}" for i, c in sorted(m["verbatim_iris"].items()))
         lines += ["", f"IRIs written as they are (vocabulary, other datasets; not scored): {kept}."]

@@ -16,7 +16,13 @@ from typing import Any
 
 from pgmr.generators.base import PGMR_MODES, RAG_MODES, GeneratorError, check_generate_inputs, check_mode
 from pgmr.generators.chat.client import ChatClient, ServerHTTPError
-from pgmr.generators.chat.grammar import grammar_for_mode, mapping_grammar, skeleton_grammar
+from pgmr.generators.chat.grammar import (
+    IdStyle,
+    grammar_for_mode,
+    mapping_grammar,
+    pgmr_grammar,
+    skeleton_grammar,
+)
 from pgmr.generators.chat.prompts import (
     Message,
     build_mapping_messages,
@@ -24,16 +30,19 @@ from pgmr.generators.chat.prompts import (
     split_source,
     strip_fences,
 )
+from pgmr.generators.chat.schema_prompt import SchemaPrompt
 from pgmr.generators.chat.shots import ShotSource
 from pgmr.generators.examples import Example
 from pgmr.kg.ids import ID_PREFIXES
 from pgmr.query.errors import IntermediateQueryError
-from pgmr.query.lexer import tokenize
+from pgmr.query.lexer import check_brackets, tokenize
 from pgmr.query.model import placeholder_kind
 
 CONSTRAIN_CHOICES = ("auto", "gbnf", "none")
 # Tokens a mapping line may take at the grammar's caps (name and tags, 20 label words, 12 description words).
 MAPPING_LINE_TOKENS = 64
+# Characters of one free word in a graph's mapping lines (its instances' names and descriptions).
+GRAPH_WORD_CHARS = 48
 # `owned_by` values of GET /v1/models that mean a llama.cpp server (C++ server; llama-cpp-python's).
 _LLAMA_CPP_OWNERS = frozenset({"llamacpp", "me"})
 
@@ -60,6 +69,10 @@ class ChatGenerator:
     `grammar_field`: where the grammar goes in the request body; a dotted path nests it
     ("structured_outputs.grammar" for vLLM >= 0.12, "guided_grammar" before).
     `shot_context`: RAG modes; candidate blocks for shot questions whose example carries none.
+    `schema`: a graph's schema prompt (pgmr.generators.chat.schema_prompt; mode "pgmr" only): its system
+    messages replace Wikidata's, its worked examples come first in every prompt (then the `shots`, if any),
+    and the grammars are the graph's: `wd:entityN`/`wdt:relationN` only, each relation's mapping line one of
+    the graph's properties exactly.
     """
 
     def __init__(
@@ -80,8 +93,11 @@ class ChatGenerator:
         extra_body: Mapping[str, Any] | None = None,
         shot_context: Callable[[Sequence[str]], Sequence[str]] | None = None,
         retries: int = 2,
+        schema: SchemaPrompt | None = None,
     ) -> None:
         self.mode = check_mode(mode)
+        if schema is not None and self.mode != "pgmr":
+            raise ValueError(f"a graph's schema prompt writes SPARQL-PGMR: mode must be 'pgmr', not {mode!r}")
         if constrain not in CONSTRAIN_CHOICES:
             raise ValueError(f"constrain must be one of {', '.join(CONSTRAIN_CHOICES)}, not {constrain!r}")
         if k_shots < 0:
@@ -105,6 +121,7 @@ class ChatGenerator:
         self.two_step = two_step
         self.extra_body = dict(extra_body or {})
         self.shot_context = shot_context
+        self.schema = schema
         self._use_grammar: bool | None = {"gbnf": True, "none": False}.get(constrain)
 
     def close(self) -> None:
@@ -157,9 +174,12 @@ class ChatGenerator:
         ctx: Sequence[str | None] = (
             contexts if self.mode in RAG_MODES and contexts is not None else [None] * len(questions)
         )
-        # Nearest shot last: right before the question.
+        # The schema's examples first (the same for every question: a prefix the server caches), then the
+        # selected shots with the nearest last, right before the question.
+        fixed = list(self.schema.examples) if self.schema else []
+        system = self.schema.system if self.schema else None
         return [
-            build_messages(self.mode, q, list(reversed(s)), c)
+            build_messages(self.mode, q, [*fixed, *reversed(s)], c, system=system)
             for q, s, c in zip(questions, shots, ctx, strict=True)
         ]
 
@@ -189,21 +209,37 @@ class ChatGenerator:
         return self.two_step and self.mode in PGMR_MODES and self.uses_grammar()
 
     def _answer(self, messages: list[Message]) -> str:
-        grammar = grammar_for_mode(self.mode) if self.uses_grammar() else None
+        grammar = None
+        if self.uses_grammar():
+            grammar = pgmr_grammar("graph") if self.schema else grammar_for_mode(self.mode)
         return strip_fences(self._chat(messages, grammar, None))
 
     def _skeleton(self, messages: list[Message]) -> str:
-        return self._chat(messages, skeleton_grammar("placeholders", newline=True), ["\n"]).strip()
+        ids: IdStyle = "graph" if self.schema else "placeholders"
+        return self._chat(messages, skeleton_grammar(ids, newline=True), ["\n"]).strip()
 
     def _with_mapping(self, messages: list[Message], skeleton: str) -> str:
         names = placeholders_in(skeleton)
-        if not names:
+        if not names or not _balanced(skeleton):
+            # A skeleton cut by the token budget cannot parse whatever follows it: no second request for it.
             return skeleton
         # The grammar caps each line (LABEL_WORDS + DESCRIPTION_WORDS words); a budget that fits every line at
         # its cap means no mapping block is ever cut short.
         budget = max(self.max_tokens, MAPPING_LINE_TOKENS * len(names))
+        schema = self.schema
+        grammar = (
+            mapping_grammar(
+                names,
+                relation_lines=schema.relation_lines,
+                class_lines=schema.class_lines,
+                max_word_chars=GRAPH_WORD_CHARS,
+            )
+            if schema
+            else mapping_grammar(names)
+        )
+        system = schema.mapping_system if schema else None
         mapping = self._chat(
-            build_mapping_messages(messages, skeleton), mapping_grammar(names), None, max_tokens=budget
+            build_mapping_messages(messages, skeleton, system=system), grammar, None, max_tokens=budget
         )
         return f"{skeleton}\n{mapping.strip()}"
 
@@ -231,6 +267,14 @@ class ChatGenerator:
             )
         except GeneratorError as exc:
             raise GeneratorError(f"{exc} (model {self.model!r}, mode {self.mode})") from None
+
+
+def _balanced(skeleton: str) -> bool:
+    try:
+        check_brackets(skeleton, list(tokenize(skeleton)))
+    except IntermediateQueryError:
+        return False
+    return True
 
 
 def _with_field(body: Mapping[str, Any], dotted: str, value: Any) -> dict[str, Any]:

@@ -29,7 +29,10 @@ from pgmr.generators.base import PGMR_MODES, check_mode
 from pgmr.kg.ids import ID_PREFIXES, OTHER_PREFIXES
 from pgmr.query.model import PLACEHOLDER_RE, TAGS
 
-IdStyle = Literal["placeholders", "wikidata"]
+# "graph": placeholders of a user's graph (pgmr.generators.chat.schema_prompt): only `wd:entityN` and
+# `wdt:relationN` (a graph has no statement nodes, so no p:/ps:/pq:), and only RDF's own vocabulary besides.
+IdStyle = Literal["placeholders", "wikidata", "graph"]
+ID_STYLES: tuple[IdStyle, ...] = ("placeholders", "wikidata", "graph")
 
 _KEYWORDS = [
     "select",
@@ -137,7 +140,13 @@ OTHER_NAMES: dict[str, tuple[str, ...]] = {
     "dct": ("language",),
     "prov": ("wasDerivedFrom",),
 }  # fmt: skip
-assert set(OTHER_NAMES) <= set(OTHER_PREFIXES)
+# What a query over any graph may name besides its placeholders: RDF's and RDFS's vocabulary and the datatypes.
+GRAPH_OTHER_NAMES: dict[str, tuple[str, ...]] = {
+    "rdf": ("type",),
+    "rdfs": ("label", "comment", "subClassOf"),
+    "xsd": OTHER_NAMES["xsd"],
+}
+assert set(OTHER_NAMES) <= set(OTHER_PREFIXES) and set(GRAPH_OTHER_NAMES) <= set(OTHER_PREFIXES)
 
 
 def _gbnf_literal(text: str) -> str:
@@ -165,6 +174,11 @@ def _alternatives(names: Sequence[str]) -> str:
 def _term_rules(ids: IdStyle) -> list[str]:
     id_prefixes = sorted(ID_PREFIXES)
     relation_prefixes = _alternatives(id_prefixes)
+    if ids == "graph":
+        # One digit: ten classes, instances or properties of each kind in one query is plenty for a graph's
+        # questions, and a small model that starts enumerating placeholders stops at the tenth.
+        return ['entity-term ::= "wd:entity" ph-num', 'relation-term ::= "wdt:relation" ph-num',
+                "ph-num ::= [0-9]"]  # fmt: skip
     if ids == "placeholders":
         return [
             'entity-term ::= "wd:entity" ph-num',
@@ -271,36 +285,52 @@ text-char ::= [^ \\n[] | "[" [^/ \\n]
 """
 
 
-def _keyword_rules() -> list[str]:
+def _keyword_rules(ids: IdStyle = "placeholders") -> list[str]:
     words = [*_KEYWORDS, *_AGGREGATES, "group_concat"]
     rules = [f"{_rule_name(w)} ::= {_caseless(w)}" for w in words]
     rules.append("agg-name ::= " + " | ".join(_rule_name(w) for w in _AGGREGATES))
     rules.append(
         "fn-name ::= " + " | ".join(f"({_caseless(f)})" for f in sorted(_FUNCTIONS, key=lambda f: -len(f)))
     )
-    names = [f"{prefix}:{local}" for prefix, locals_ in OTHER_NAMES.items() for local in locals_]
+    other = GRAPH_OTHER_NAMES if ids == "graph" else OTHER_NAMES
+    names = [f"{prefix}:{local}" for prefix, locals_ in other.items() for local in locals_]
     rules.append("other-pname ::= " + _alternatives(names))
     return rules
 
 
 def skeleton_grammar(ids: IdStyle = "placeholders", *, newline: bool = False) -> str:
     """GBNF for one SPARQL query on one line. `newline`: allow one trailing newline (a stop sequence's cue)."""
-    if ids not in ("placeholders", "wikidata"):
-        raise ValueError(f"ids must be 'placeholders' or 'wikidata', not {ids!r}")
+    if ids not in ID_STYLES:
+        raise ValueError(f"ids must be one of {', '.join(ID_STYLES)}, not {ids!r}")
     root = 'root ::= query "\\n"?' if newline else "root ::= query"
-    return _join([root, _SKELETON_RULES, *_term_rules(ids), *_keyword_rules()])
+    return _join([root, _SKELETON_RULES, *_term_rules(ids), *_keyword_rules(ids)])
 
 
-def pgmr_grammar() -> str:
-    """GBNF for SPARQL-PGMR: the skeleton line, then (when it uses placeholders) the mapping block."""
+def pgmr_grammar(ids: IdStyle = "placeholders") -> str:
+    """GBNF for SPARQL-PGMR: the skeleton line, then (when it uses placeholders) the mapping block.
+    `ids="graph"`: the skeleton of a query over a user's graph."""
+    if ids not in ("placeholders", "graph"):
+        raise ValueError(f"SPARQL-PGMR has placeholders: ids must be 'placeholders' or 'graph', not {ids!r}")
     root = 'root ::= query ("\\n" mapping)?'
     return _join(
-        [root, _SKELETON_RULES, _MAPPING_RULES, _LABEL_RULES, *_term_rules("placeholders"), *_keyword_rules()]
+        [root, _SKELETON_RULES, _MAPPING_RULES, _LABEL_RULES, *_term_rules(ids), *_keyword_rules(ids)]
     )
 
 
-def mapping_grammar(names: Sequence[str]) -> str:
-    """GBNF for exactly one mapping line per placeholder name, in the given order."""
+def mapping_grammar(
+    names: Sequence[str],
+    *,
+    relation_lines: Sequence[str] = (),
+    class_lines: Sequence[str] = (),
+    max_word_chars: int | None = None,
+) -> str:
+    """GBNF for exactly one mapping line per placeholder name, in the given order.
+
+    `relation_lines`: when given, a relation's line must end in one of these `label [/REL] description` texts
+    (a graph's properties, exactly as its memory holds them); `class_lines`: an entity's line may end in one of
+    these `label [/ENT] description` texts, or name anything else (an instance) freely. `max_word_chars` caps
+    each free word too: a small model can ramble on in one endless "word" (`This.is.the.employee,...`) that
+    the word caps alone do not stop."""
     if not names:
         raise ValueError("mapping_grammar needs at least one placeholder name")
     lines = []
@@ -309,11 +339,27 @@ def mapping_grammar(names: Sequence[str]) -> str:
         if not m:
             raise ValueError(f"{name!r} is not a placeholder name (entityN or relationN)")
         tag = TAGS[m.group(1)]  # type: ignore[index]
-        lines.append(
-            f"{_gbnf_literal(f'{name} = [{tag}] ')} label {_gbnf_literal(f' [/{tag}]')} description?"
+        free = f"label {_gbnf_literal(f' [/{tag}]')} description?"
+        if tag == "REL" and relation_lines:
+            rest = "known-rel"
+        elif tag == "ENT" and class_lines:
+            rest = f"(known-ent | {free})"
+        else:
+            rest = free
+        lines.append(f"{_gbnf_literal(f'{name} = [{tag}] ')} {rest}")
+    label_rules = _LABEL_RULES
+    if max_word_chars is not None:
+        if max_word_chars < 1:
+            raise ValueError("max_word_chars must be >= 1")
+        label_rules = label_rules.replace(
+            "text-word ::= text-char+", f"text-word ::= text-char{{1,{max_word_chars}}}"
         )
-    root = "root ::= " + ' "\\n" '.join(lines) + ' "\\n"?'
-    return _join([root, _LABEL_RULES])
+    rules = ["root ::= " + ' "\\n" '.join(lines) + ' "\\n"?', label_rules]
+    if relation_lines:
+        rules.append("known-rel ::= " + " | ".join(_gbnf_literal(t) for t in dict.fromkeys(relation_lines)))
+    if class_lines:
+        rules.append("known-ent ::= " + " | ".join(_gbnf_literal(t) for t in dict.fromkeys(class_lines)))
+    return _join(rules)
 
 
 def grammar_for_mode(mode: str) -> str:

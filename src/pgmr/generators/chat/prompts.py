@@ -58,14 +58,20 @@ def user_message(question: str, context: str | None = None) -> str:
 
 
 def build_messages(
-    mode: str, question: str, shots: Sequence[Example] = (), context: str | None = None
+    mode: str,
+    question: str,
+    shots: Sequence[Example] = (),
+    context: str | None = None,
+    *,
+    system: str | None = None,
 ) -> list[Message]:
     """System, then the shots in the given order, then the question. Callers pass the nearest shot last, so
-    that it sits right before the question."""
+    that it sits right before the question. `system`: another system message than the mode's (a graph's
+    schema prompt, pgmr.generators.chat.schema_prompt)."""
     check_mode(mode)
     if mode in RAG_MODES and context is None:
         raise ValueError(f"mode {mode!r} needs the candidate block (contexts) of each question")
-    messages: list[Message] = [{"role": "system", "content": system_prompt(mode)}]
+    messages: list[Message] = [{"role": "system", "content": system or system_prompt(mode)}]
     for shot in shots:
         shot_question, shot_context = split_source(shot.source)
         if mode not in RAG_MODES:
@@ -102,10 +108,13 @@ def split_target(target: str) -> tuple[str, str]:
     return "\n".join(lines[:start]).strip(), "\n".join(lines[start:]).strip()
 
 
-def build_mapping_messages(messages: Sequence[Message], skeleton: str) -> list[Message]:
+def build_mapping_messages(
+    messages: Sequence[Message], skeleton: str, *, system: str | None = None
+) -> list[Message]:
     """The second request of two-step decoding, from the first one's messages: every shot now shows its
-    question with its skeleton and answers with its mapping block; the question comes with `skeleton`."""
-    out: list[Message] = [{"role": "system", "content": _MAPPING_SYSTEM}]
+    question with its skeleton and answers with its mapping block; the question comes with `skeleton`.
+    `system`: another system message than Wikidata's (a graph's, with its schema)."""
+    out: list[Message] = [{"role": "system", "content": system or _MAPPING_SYSTEM}]
     body = [m for m in messages if m["role"] != "system"]
     if not body or body[-1]["role"] != "user":
         raise ValueError("messages must end with the user's question")

@@ -31,7 +31,7 @@ from pgmr.generators.structured.decoding import (
 )
 from pgmr.generators.structured.model import HeadConfig, StructuredModel, mean_pool
 from pgmr.generators.structured.store import load_encoder, load_model, save_model
-from pgmr.generators.structured.targets import FrameTarget, Vocabulary, canonical_templates
+from pgmr.generators.structured.targets import FrameTarget, Vocabulary, canonical_templates, template_key
 from pgmr.generators.structured.validation import evaluate
 
 log = logging.getLogger(__name__)
@@ -235,6 +235,12 @@ def train_structured(
         recover_dir(out_dir / kept, clean=True)
     torch.manual_seed(config.seed)
     canonical = canonical_templates(train)
+    # A vocabulary from another run (init_from) names each query shape by the string most frequent in *its*
+    # data; templates of this data map to that string, or new data would relabel a known shape as unknown.
+    known = {template_key(t): t for t in vocab.templates}
+    canonical = {t: known.get(template_key(t), c) for t, c in canonical.items()}
+    for target in validation:
+        canonical.setdefault(target.template, known.get(template_key(target.template), target.template))
     lexicon = RelationLexicon(vocab)
     encoder, tokenizer = load_encoder(config.encoder_layers)
     heads = HeadConfig(
