@@ -271,20 +271,58 @@ def test_cli_refuses_a_broken_file_and_writes_nothing(zoo_file: Path, tmp_path: 
 
 @pytest.mark.slow
 def test_ck25_oracle_resolves_the_gold_iris_and_invents_none(tmp_path: Path) -> None:
+    from dataclasses import replace
+
     from pgmr.config import resolve_data_dir
     from pgmr.experiments.ck25 import DEFAULT_GRAPH, DEFAULT_QUESTIONS, Ck25Settings, run
+    from pgmr.experiments.settings import ExperimentError
     from pgmr.resolver.support import shipped_threshold
 
     data = resolve_data_dir(None)
     if not (data / DEFAULT_GRAPH).is_file():
         pytest.skip(f"no CK25 data under {data}")
+    # An earlier chat run (its one system at the top level, as runs wrote before `systems`) kept beside it.
+    earlier = tmp_path / "ck25-chat"
+    earlier.mkdir()
+    chat = {
+        "experiment": "ck25",
+        "condition": "chat",
+        "questions_file": str(data / DEFAULT_QUESTIONS),
+        "graph_file": str(data / DEFAULT_GRAPH),
+        "model": "qwen2.5-coder-1.5b.gguf",
+        "generator": {"examples": 6},
+        "command": "pgmr experiment ck25 --server URL",
+        "started_at": "2026-12-07T06:16:00+00:00",
+        "metrics": {
+            "questions": 25,
+            "statuses": {"resolved": 20, "refused": 3, "invalid": 2},
+            "gold_iris": 96,
+            "gold_iris_right": 44,
+            "iri_accuracy": 0.4583,
+            "invented_iris": 0,
+            "execution_errors": 0,
+            "query_em": 0.0,
+            "answer_precision": 0.96,
+            "answer_recall": 0.04,
+            "answer_f1": 0.04,
+            "answer_set_f1": 0.04,
+        },
+    }
+    (earlier / "metrics.json").write_text(json.dumps(chat), encoding="utf-8")
     settings = Ck25Settings(
         questions=data / DEFAULT_QUESTIONS,
         graph=data / DEFAULT_GRAPH,
         out_dir=tmp_path / "ck25",
         min_confidence=shipped_threshold(),
+        keep_from=(earlier,),
     )
-    metrics = run(settings)["metrics"]
+    doc = run(settings)
+    metrics = doc["metrics"]
+    assert doc["system"] == "oracle" and list(doc["systems"]) == ["oracle", "chat-qwen2.5-coder-1.5b"]
+    assert doc["systems"]["oracle"]["metrics"] == metrics and doc["settings"]["questions"] == 25
+    kept = doc["systems"]["chat-qwen2.5-coder-1.5b"]
+    assert kept["carried_from"]["started_at"] == "2026-12-07T06:16:00+00:00"
+    assert kept["metrics"]["answer_set_f1"] == 0.04
     assert metrics["questions"] == 25
     assert metrics["iri_accuracy"] >= 0.95
     assert metrics["invented_iris"] == 0
@@ -292,3 +330,14 @@ def test_ck25_oracle_resolves_the_gold_iris_and_invents_none(tmp_path: Path) -> 
     assert {"metrics.json", "predictions.jsonl", "report.md"} <= {
         p.name for p in (tmp_path / "ck25").iterdir()
     }
+    report = (tmp_path / "ck25" / "report.md").read_text(encoding="utf-8")
+    assert (
+        "| pgmr + Qwen2.5-Coder-1.5B-Instruct (schema prompt, no training pairs) | run 2026-12-07 06:16 |"
+        in report
+    )
+    assert "TEXT2SPARQL'25 best published on CK25" in report
+
+    # A run on other questions (here: the first 5) cannot be kept beside these; nothing is written.
+    with pytest.raises(ExperimentError, match="would not be comparable"):
+        run(replace(settings, out_dir=tmp_path / "five", limit=5))
+    assert not (tmp_path / "five").exists()

@@ -73,11 +73,19 @@ def ck25(
     device: str = typer.Option("cpu", help="--model: torch device"),
     precision: str = PRECISION_OPTION,
     timeout: float = typer.Option(30.0, min=0.1, help="Seconds per query on the store"),
+    keep_from: list[Path] = typer.Option(
+        [],
+        "--keep-from",
+        help="An earlier ck25 run (its metrics.json or directory, e.g. docs/results/ck25 or "
+        "artifacts/experiments/ck25-chat-qwen2.5-coder-1.5b) whose systems become rows beside this run's, marked "
+        "with their date and command; repeat for several. It must have answered the same questions over the "
+        "same graph. `pgmr experiment results-doc` publishes OUT=artifacts/experiments/ck25 with every row",
+    ),
 ) -> None:
     """The oracle (or a model, or a chat LLM) over CK25: gold IRIs resolved right, IRIs invented, Query EM and answer
     P/R/F1 of the final queries run on an embedded store; metrics.json, predictions.jsonl and report.md."""
     from pgmr.experiments import ck25 as experiment
-    from pgmr.experiments.ck25_report import tables
+    from pgmr.experiments.ck25_report import details, tables
     from pgmr.experiments.settings import ExperimentError
 
     if sum([oracle, model is not None, server is not None]) > 1:
@@ -104,6 +112,7 @@ def ck25(
             server_model=server_model,
             server_timeout=server_timeout,
             max_new_tokens=max_new_tokens,
+            keep_from=tuple(keep_from),
         )
         for path in (run_settings.questions, run_settings.graph):
             if not path.is_file():
@@ -112,7 +121,11 @@ def ck25(
     except (ExperimentError, FileNotFoundError, ValueError) as exc:
         print_error(exc)
         raise typer.Exit(2) from None
-    out.print(Markdown(f"## {experiment.TITLE}\n\n{tables(doc)}"))
+    out.print(
+        Markdown(
+            f"## {experiment.TITLE}\n\n{details(doc)}\n\n### Every row (--keep-from), beside TEXT2SPARQL'25's best\n\n{tables(doc)}"
+        )
+    )
     console.print(
         f"wrote metrics.json, predictions.jsonl and report.md to {run_settings.out_dir} in {doc['wall_seconds']} s"
     )

@@ -1,6 +1,8 @@
 """The reference paper's experiments, each a `pgmr experiment NAME` command that writes report.md,
 metrics.json, per-system predictions and PNG plots into its output directory
 (default `artifacts/experiments/NAME/`); `pgmr experiment results-doc` gathers them into docs/results.md.
+Experiments beyond the paper (`paper=False`: CK25, a graph that is not Wikidata) are published the same way,
+in sections of their own after the paper's, outside its overview table and totals.
 
 This registry stays light to import: experiment modules (torch, matplotlib) load on use.
 """
@@ -22,6 +24,8 @@ class ExperimentInfo:
     name: str
     module: str
     summary: str
+    # One of the reference paper's experiments (on Wikidata); False: beyond the paper, on another graph.
+    paper: bool = True
 
 
 EXPERIMENTS: dict[str, ExperimentInfo] = {
@@ -51,6 +55,12 @@ EXPERIMENTS: dict[str, ExperimentInfo] = {
             "refusal",
             "pgmr.experiments.refusal",
             "refusal-threshold sweep over answerable and unanswerable (gold entities or relations removed) questions, every draft resolved as ask resolves it",
+        ),
+        ExperimentInfo(
+            "ck25",
+            "pgmr.experiments.ck25",
+            "CK25, TEXT2SPARQL'25's corporate graph (not Wikidata): the oracle and chat LLMs told the graph's schema, answers run on the graph",
+            paper=False,
         ),
     )
 }

@@ -14,6 +14,10 @@ invented), Query EM, and answer precision/recall/F1 against the gold `answers` (
 says `result_order_matters`, pgmr.evaluation.ordered). The questions and the graph are options, with CK25 as
 the default, so another question set over the same graph runs unchanged.
 
+Each run evaluates one system; `--keep-from` keeps the rows of earlier runs (other systems, run at other
+times) beside it, so that one metrics.json holds every row that `pgmr experiment results-doc` publishes
+(pgmr.experiments.ck25_systems).
+
 Writes metrics.json, predictions.jsonl and report.md (pgmr.experiments.ck25_report) into the output directory.
 """
 
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pgmr.experiments.ck25_questions import GraphQuestion, load_questions
+from pgmr.experiments.ck25_report import tables
 from pgmr.experiments.reporting import QUIET, Reporter
 from pgmr.experiments.settings import ExperimentError
 from pgmr.jsonl import write_json
@@ -62,6 +67,7 @@ class Ck25Settings:
     server_model: str | None = None
     server_timeout: float = 600.0
     max_new_tokens: int = 256
+    keep_from: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         if self.server is not None and self.model_dir is not None:
@@ -109,12 +115,25 @@ def graph_memory(settings: Ck25Settings, reporter: Reporter) -> Memory:
 
 
 def run(settings: Ck25Settings, reporter: Reporter = QUIET) -> dict[str, Any]:
+    from pgmr import __version__
     from pgmr.experiments.ck25_report import score_question, summary, write_outputs
+    from pgmr.experiments.ck25_systems import combined, kept_systems, run_entry, system_label
     from pgmr.memory.graph_file import graph_catalog
     from pgmr.stores import OxigraphStore, StoreError
 
     started, started_at = time.monotonic(), datetime.now(UTC).isoformat(timespec="seconds")
     questions = load_questions(settings.questions, settings.limit)
+    questions_sha256, graph_sha256 = _sha256(settings.questions), _sha256(settings.graph)
+    kept = kept_systems(
+        settings.keep_from,
+        {
+            "questions file": settings.questions.name,
+            "graph file": settings.graph.name,
+            "questions": len(questions),
+            "questions sha256": questions_sha256,
+            "graph sha256": graph_sha256,
+        },
+    )
     memory = graph_memory(settings, reporter)
     assert memory.graph is not None
     if not any(Path(s).name == settings.graph.name for s in memory.graph.sources):
@@ -142,9 +161,10 @@ def run(settings: Ck25Settings, reporter: Reporter = QUIET) -> dict[str, Any]:
                                    graph_iris, settings.timeout)
                 )  # fmt: skip
                 advance(1)
-    doc = {
+    doc: dict[str, Any] = {
         "experiment": NAME,
         "title": TITLE,
+        "pgmr_version": __version__,
         "condition": settings.condition,
         "questions_file": str(settings.questions),
         "graph_file": str(settings.graph),
@@ -158,9 +178,34 @@ def run(settings: Ck25Settings, reporter: Reporter = QUIET) -> dict[str, Any]:
         "generation_seconds": round(generation_seconds, 1),
         "seconds_per_question": round(generation_seconds / len(questions), 2) if questions else 0.0,
         "wall_seconds": round(time.monotonic() - started, 1),
+        "settings": {
+            "questions": len(questions),
+            "limit": settings.limit,
+            "questions_sha256": questions_sha256,
+            "graph_sha256": graph_sha256,
+            "keep_from": [str(p) for p in settings.keep_from],
+        },
     }
+    key, entry = run_entry(doc)
+    doc["system"] = key
+    doc["systems"] = combined(key, entry, kept)
+    for row in doc["systems"].values():
+        if row.get("carried_from"):
+            reporter.warn(
+                f"{system_label(row)}: not evaluated in this run; kept from the run of "
+                f"{row['carried_from'].get('started_at')}"
+            )
     write_outputs(settings.out_dir, doc, rows)
     return doc
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ExperimentError(f"cannot read {path}: {exc}") from None
 
 
 def _graph_iris(store: Any) -> frozenset[str]:
@@ -294,4 +339,5 @@ __all__ = [
     "graph_memory",
     "load_questions",
     "run",
+    "tables",
 ]

@@ -8,6 +8,8 @@ results instead of falling back to "not run" on a machine that never ran it.
 Each experiment gets its tables (the same ones its report.md shows), its command and wall time, or "not run"
 when it has no published metrics yet; the LC-QuAD 2.0 table sits beside the paper's Table 1, the PGMR-over-direct
 margins of the two LC-QuAD splits side by side, and every known deviation from the paper's setup is named.
+Experiments beyond the paper (ExperimentInfo.paper False: CK25) follow in sections of their own, with an overview
+table of their own, outside the paper's totals.
 """
 
 from __future__ import annotations
@@ -137,7 +139,8 @@ def evaluated_models(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def _model_description(e: Mapping[str, Any]) -> str:
     if "train_steps" not in e:  # a served model (the chat-LLM row): nothing of it was trained here
         return (
-            f"`{e.get('model')}` ({e.get('mode')}; a served chat model, prompted few-shot, not trained here)"
+            f"`{e.get('model')}` ({e.get('mode')}; a served chat model, prompted "
+            f"{e.get('prompting') or 'few-shot'}, not trained here)"
         )
     if e.get("members"):  # an ensemble: each member's training, then the reranked choice
         members = "; ".join(
@@ -269,32 +272,12 @@ def results_document(
         "## Overview",
         "",
     ]
-    overview = []
-    for name, info in EXPERIMENTS.items():
-        doc = docs[name]
-        if doc is None:
-            overview.append([name, "not run", "-", "-", info.summary])
-        else:
-            limit = doc.get("settings", {}).get("limit")
-            kept = [
-                f"{system} kept from {entry['carried_from'].get('started_at')}"
-                for system, entry in (doc.get("systems") or {}).items()
-                if entry.get("carried_from")
-            ]
-            overview.append(
-                [
-                    name,
-                    ("quick run (--limit " + str(limit) + ")" if limit else "full run")
-                    + "".join(f"; {k}" for k in kept),
-                    doc.get("started_at", "?"),
-                    fmt_seconds(doc.get("wall_seconds")),
-                    info.summary,
-                ]
-            )
+    paper = {name: docs.get(name) for name, info in EXPERIMENTS.items() if info.paper}
+    beyond = [name for name, info in EXPERIMENTS.items() if not info.paper]
     parts += [
-        md_table(["experiment", "status", "run at", "wall time", "what"], overview, left=(0, 1, 2, 4)),
+        _overview_table([_overview_row(name, doc) for name, doc in paper.items()]),
         "",
-        *total_wall_time(docs),
+        *total_wall_time(paper),
         "Prior: every run above resolved against a memory built from the data directory's label files by "
         "`pgmr memory build`, whose prominence prior counts IDs in training gold queries (LC-QuAD 2.0 train "
         "without its validation carve; for lcquad2-unknown-uri, the split's own training part without its "
@@ -302,6 +285,20 @@ def results_document(
         "memory built from a Wikidata dump, whose prior blends its sitelink counts with ID age (docs/scale.md).",
         "",
     ]
+    if beyond:
+        kept = any(
+            e.get("carried_from")
+            for name in beyond
+            for e in ((docs.get(name) or {}).get("systems") or {}).values()
+        )
+        parts += [
+            "Beyond the paper: a graph that is not Wikidata, resolved against a memory built from the graph's "
+            "own RDF (`pgmr memory build --from-rdf`); not in the total above."
+            + (" Rows kept from an earlier run (`--keep-from`) were timed in that run." if kept else ""),
+            "",
+            _overview_table([_overview_row(name, docs.get(name)) for name in beyond]),
+            "",
+        ]
     parts += [
         "## The paper's Table 1 (reference)",
         "",
@@ -310,26 +307,8 @@ def results_document(
         "Query EM, BLEU, URI EM and URI hallucination in percent, LC-QuAD 2.0 test; the paper reports no SQM.",
         "",
     ]
-    for name in EXPERIMENTS:
-        doc = docs[name]
-        module = experiment_module(name)
-        parts += [f"## {module.TITLE} (`{name}`)", ""]
-        if doc is None:
-            parts += [f"Not run: no `{name}/{METRICS_FILE}` yet (`pgmr experiment {name}`).", ""]
-            continue
-        limit = doc.get("settings", {}).get("limit")
-        parts += [
-            f"Command: `{doc.get('command') or '(not recorded)'}`; run {doc.get('started_at', '?')}; wall time "
-            f"{fmt_seconds(doc.get('wall_seconds'))}"
-            + (f"; **quick run on the first {limit} questions**" if limit else "")
-            + ".",
-            "",
-            *([line, ""] if (line := models_line(doc)) else []),
-            module.tables(doc),
-            "",
-        ]
-        for plot in doc.get("plots", []):
-            parts += [f"![{name}]({prefix}/{name}/{plot})", ""]
+    for name, doc in paper.items():
+        parts += _section(name, doc, prefix)
     margins = margins_table(docs)
     if margins:
         parts += [
@@ -344,7 +323,54 @@ def results_document(
             "",
         ]
     parts += ["## Deviations from the paper", "", *deviations(docs), ""]
+    for name in beyond:
+        parts += _section(name, docs.get(name), prefix)
     return "\n".join(parts)
+
+
+def _overview_row(name: str, doc: Mapping[str, Any] | None) -> list[Any]:
+    summary = EXPERIMENTS[name].summary
+    if doc is None:
+        return [name, "not run", "-", "-", summary]
+    limit = doc.get("settings", {}).get("limit")
+    kept = [
+        f"{system} kept from {entry['carried_from'].get('started_at')}"
+        for system, entry in (doc.get("systems") or {}).items()
+        if entry.get("carried_from")
+    ]
+    return [
+        name,
+        ("quick run (--limit " + str(limit) + ")" if limit else "full run") + "".join(f"; {k}" for k in kept),
+        doc.get("started_at", "?"),
+        fmt_seconds(doc.get("wall_seconds")),
+        summary,
+    ]
+
+
+def _overview_table(rows: list[list[Any]]) -> str:
+    return md_table(["experiment", "status", "run at", "wall time", "what"], rows, left=(0, 1, 2, 4))
+
+
+def _section(name: str, doc: Mapping[str, Any] | None, prefix: str) -> list[str]:
+    """An experiment's section: its command, wall time and models, its tables and plots."""
+    module = experiment_module(name)
+    parts = [f"## {module.TITLE} (`{name}`)", ""]
+    if doc is None:
+        return [*parts, f"Not run: no `{name}/{METRICS_FILE}` yet (`pgmr experiment {name}`).", ""]
+    limit = doc.get("settings", {}).get("limit")
+    parts += [
+        f"Command: `{doc.get('command') or '(not recorded)'}`; run {doc.get('started_at', '?')}; wall time "
+        f"{fmt_seconds(doc.get('wall_seconds'))}"
+        + (f"; **quick run on the first {limit} questions**" if limit else "")
+        + ".",
+        "",
+        *([line, ""] if (line := models_line(doc)) else []),
+        module.tables(doc),
+        "",
+    ]
+    for plot in doc.get("plots", []):
+        parts += [f"![{name}]({prefix}/{name}/{plot})", ""]
+    return parts
 
 
 def write_results_doc(published_dir: Path, out: Path) -> dict[str, dict[str, Any] | None]:

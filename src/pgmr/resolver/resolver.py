@@ -57,6 +57,9 @@ class ResolverConfig:
     min_confidence: float = 0.0
     # Turn round a triple that the training queries' role facts show backwards (pgmr.resolver.facts).
     orient: bool = True
+    # Judge per kind whether a query describes (agreement_weight): the structured members describe relations
+    # but name entities by question spans, whose empty descriptions say nothing (docs/research-log.md).
+    describing_per_kind: bool = False
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.search_k < self.k:
@@ -190,7 +193,11 @@ class Resolver:
         for query in queries if self.memory.graph is not None else ():
             self._check_graph_skeleton(query)
         evidence: dict[tuple[int, str], PlaceholderEvidence] = {}
-        describing = [any(p.description for p in q.placeholders) for q in queries]
+        per_kind = self.config.describing_per_kind
+        describing = [
+            {k: any(p.description for p in q.placeholders if p.kind == k or not per_kind) for k in ("entity", "relation")}
+            for q in queries
+        ]
         keys = [question_keys(q) for q in questions] if questions is not None else None
         kinds: tuple[Kind, ...] = ("entity", "relation")
         slots_of = {
@@ -207,7 +214,7 @@ class Resolver:
         encoded = dict(zip(texts, vectors, strict=True)) if vectors is not None else {}
         for kind in kinds:
             slots = slots_of[kind]
-            describes = [describing[i] for i, _ in slots]
+            describes = [describing[i][kind] for i, _ in slots]
             spans = [keys[i] for i, _ in slots] if keys is not None else None
             found = self.candidates([p for _, p in slots], kind, describes, spans, encoded=encoded)
             for (i, p), ev in zip(slots, found, strict=True):
