@@ -214,6 +214,27 @@ def test_description_agreement_only_for_describing_writers(memory: Memory) -> No
     assert off.mapping_dict()["entity0"] == "Q167646"  # type: ignore[union-attr]
 
 
+def test_describing_per_kind_leaves_span_named_entities_to_the_prior(memory: Memory) -> None:
+    """A writer that describes relations but names its entities by a question span (the structured members):
+    judged per kind, its undescribed entity is a label-only name, so agreement does not pull it to the Paris
+    without a description; judged per query (the default until the published runs are redone), it does."""
+    relation_described = _query(
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x }\nentity0 = [ENT] Paris [/ENT]\n"
+        "relation0 = [REL] country [/REL] sovereign state of this item"
+    )
+    per_query = Resolver(memory).resolve(relation_described)
+    assert per_query.mapping_dict()["entity0"] == "Q830149"  # type: ignore[union-attr]
+    per_kind = Resolver(memory, ResolverConfig(describing_per_kind=True)).resolve(relation_described)
+    assert per_kind.mapping_dict()["entity0"] == "Q167646"  # type: ignore[union-attr]
+    both_described = _query(
+        "SELECT ?x WHERE { wd:entity0 wdt:relation0 ?x . ?x wdt:relation1 wd:entity1 }\nentity0 = [ENT] Paris [/ENT]\n"
+        "relation0 = [REL] country [/REL] sovereign state of this item\nentity1 = [ENT] Germany [/ENT] country in Central Europe\n"
+        "relation1 = [REL] capital [/REL] seat of government of a country"
+    )
+    still = Resolver(memory, ResolverConfig(describing_per_kind=True)).resolve(both_described)
+    assert still.mapping_dict()["entity0"] == "Q830149"  # type: ignore[union-attr]
+
+
 def test_an_own_label_beats_an_alias_only_match(memory: Memory) -> None:
     # "Apple" is Q89's label (case aside) and only an alias of Q312 "Apple Inc.": both match exactly. The
     # training transformation names every ID by its own label, so the own-label match wins, even against a
