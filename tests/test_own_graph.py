@@ -341,3 +341,49 @@ def test_ck25_oracle_resolves_the_gold_iris_and_invents_none(tmp_path: Path) -> 
     with pytest.raises(ExperimentError, match="would not be comparable"):
         run(replace(settings, out_dir=tmp_path / "five", limit=5))
     assert not (tmp_path / "five").exists()
+
+
+ZOO_PAIRS = [
+    ("Which animals does Ana Lima care for?", "?a zoo:caredForBy z:ana"),
+    ("Which animals does Ben Okafor look after?", "?a zoo:caredForBy z:ben"),
+    ("Who lives in the Savanna?", "?a zoo:livesIn z:savanna"),
+    ("Which animals live in the Ice House?", "?a zoo:livesIn z:ice"),
+    ("Who cares for Leo?", "z:leo zoo:caredForBy ?a"),
+    ("Who looks after Nala?", "z:nala zoo:caredForBy ?a"),
+    ("Where does Pingu live?", "z:pingu zoo:livesIn ?a"),
+    ("In which enclosure is Nala?", "z:nala zoo:livesIn ?a"),
+]
+
+
+def test_training_on_your_own_pairs_and_evaluating_the_model(zoo_file: Path, tmp_path: Path) -> None:
+    """`pgmr train --graph MEMORY` converts pairs over the graph with its labels and trains (a tiny model, a
+    few steps: the plumbing, not its quality); `pgmr experiment ck25 --model` runs it over the same graph."""
+    memory = tmp_path / "mem"
+    assert runner.invoke(app, ["memory", "build", "--from-rdf", str(zoo_file), "-o", str(memory)]).exit_code == 0
+    pairs = tmp_path / "pairs.jsonl"
+    prefixes = f"PREFIX zoo: <{VOCAB}> PREFIX z: <{ZOO}> "
+    pairs.write_text(
+        "".join(
+            json.dumps({"id": f"zoo-{i}", "question": q, "sparql": f"{prefixes}SELECT ?a WHERE {{ {t} . }}", "answers": []})
+            + "\n"
+            for i, (q, t) in enumerate(ZOO_PAIRS)
+        )
+    )
+    run = tmp_path / "run"
+    args = ["train", "--mode", "pgmr", "--preset", "minilm-tiny", "--train", str(pairs), "--graph", str(memory)]
+    args += ["-o", str(run), "--max-steps", "2", "--eval-steps", "2", "--validation-share", "0.3", "--no-progress"]
+    trained = runner.invoke(app, args)
+    assert trained.exit_code == 0, trained.output
+    card = json.loads((run / "model" / "model_card.json").read_text())
+    assert card["data"]["graph"] == str(memory) and card["data"]["converted"] == len(ZOO_PAIRS)
+    out = tmp_path / "eval"
+    evaluated = runner.invoke(
+        app,
+        ["experiment", "ck25", "--model", str(run / "model"), "--memory", str(memory), "--graph", str(zoo_file),
+         "--questions", str(pairs), "-o", str(out), "--no-refusal"],
+    )
+    assert evaluated.exit_code == 0, evaluated.output
+    predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == len(ZOO_PAIRS)
+    missing = runner.invoke(app, [*args[:8], str(tmp_path / "no-memory"), *args[9:]])
+    assert missing.exit_code == 2

@@ -45,7 +45,7 @@ def convert(
     except DatasetError as exc:
         print_error(exc)
         raise typer.Exit(2) from None
-    catalog = _graph_catalog(memory_dir) if memory_dir else LabelCatalog.from_data_dir(settings.data_dir)
+    catalog = graph_catalog_for(memory_dir) if memory_dir else LabelCatalog.from_data_dir(settings.data_dir)
     summary = ConversionSummary()
     for skipped in loaded.skipped:
         summary.records_in += 1
@@ -78,7 +78,8 @@ def convert(
     console.print(f"wrote {len(records)} records to {out_path}")
 
 
-def _graph_catalog(memory_dir: Path) -> LabelCatalog:
+def graph_catalog_for(memory_dir: Path) -> LabelCatalog:
+    """The catalog of a memory of your own graph (exit 2 for a Wikidata memory or one that does not load)."""
     from pgmr.memory import Memory, PgmrMemoryError
     from pgmr.memory.graph_file import graph_catalog
 

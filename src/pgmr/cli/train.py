@@ -49,6 +49,12 @@ def train(
         help="More training records, never validation: a file or dataset name, `*K` to repeat it K times "
         "(e.g. qald10-train-part*4, plain.jsonl); repeatable",
     ),
+    graph_memory: Path | None = typer.Option(
+        None,
+        "--graph",
+        help="A memory of your own graph (`pgmr memory build --from-rdf`): the training pairs are queries over "
+        "it, converted with its labels (default: Wikidata, with the data directory's labels)",
+    ),
     fmt: str = typer.Option(
         "auto", "--format", help="Format of a dataset file: auto | lcquad2 | qald | jsonl"
     ),
@@ -136,7 +142,12 @@ def train(
         print_error(exc)
         raise typer.Exit(2) from None
     records_in = loaded.records[:limit] if limit else loaded.records
-    catalog = LabelCatalog.from_data_dir(settings.data_dir)
+    if graph_memory is not None:
+        from pgmr.cli.convert import graph_catalog_for
+
+        catalog = graph_catalog_for(graph_memory)
+    else:
+        catalog = LabelCatalog.from_data_dir(settings.data_dir)
     summary = ConversionSummary()
     converted = list(convert_records(track(records_in, "converting", len(records_in)), catalog, summary))
     train_records, val_records = split_train_validation(converted, validation_share)
@@ -183,6 +194,7 @@ def train(
         structured_info: dict[str, Any] = {
             "datasets": [train_data],
             "extra_train": extra_info,
+            "graph": str(graph_memory) if graph_memory else None,
             "records_in": summary.records_in,
             "converted": summary.converted,
             "skipped": dict(summary.skipped),
@@ -197,6 +209,7 @@ def train(
     data_info: dict[str, Any] = {
         "datasets": [train_data],
         "extra_train": extra_info,
+        "graph": str(graph_memory) if graph_memory else None,
         "records_in": summary.records_in,
         "converted": summary.converted,
         "skipped": dict(summary.skipped),
