@@ -183,3 +183,18 @@ def test_verifier_rows_need_drafts_and_a_structured_member(tmp_path: Path) -> No
         app, ["ensemble", "verifier-drafts", str(ensemble), str(drafts), "-o", str(tmp_path / "o")]
     )
     assert result.exit_code == 2 and "no structured member" in " ".join(result.output.split())
+
+
+def test_only_validation_sets_may_join_a_reranker_fit(tmp_path: Path) -> None:
+    """`--also`: another validation set's gold queries join LC-QuAD 2.0 validation's; a test set is refused
+    before anything is resolved."""
+    from pgmr.config import resolve_data_dir
+    from pgmr.experiments.ensemble_rerank import validation_outcomes
+
+    data_dir = resolve_data_dir(None)
+    if not (data_dir / "lcquad2").is_dir():
+        pytest.skip("no ../shared/data")
+    drafts = tmp_path / "drafts.jsonl"
+    drafts.write_text(json.dumps({"id": "train_0", "question": "q", "drafts": []}) + "\n")
+    with pytest.raises(RerankFitError, match="only validation sets"):
+        validation_outcomes(drafts, data_dir, None, tmp_path, also=["qald10-test"])

@@ -95,6 +95,12 @@ def fit_rerank(
     rows: Path | None = typer.Option(
         None, "--rows", exists=True, dir_okay=False, help="Reuse collected signals (OUT/drafts.signals.json)"
     ),
+    also: list[str] = typer.Option(
+        [],
+        "--also",
+        help="Another validation set whose questions' drafts are in --drafts too (e.g. qald10-validation), "
+        "after LC-QuAD 2.0's: gold queries come from it; repeatable",
+    ),
     allow_unfitted: bool = typer.Option(
         False,
         "--allow-unfitted",
@@ -124,7 +130,9 @@ def fit_rerank(
         else:
             assert drafts is not None
             with console.status("resolving and scoring every draft"):
-                questions = validation_outcomes(drafts, settings.data_dir, open_memory(memory_dir), ensemble)
+                questions = validation_outcomes(
+                    drafts, settings.data_dir, open_memory(memory_dir), ensemble, also=also
+                )
             atomic_write_text(out_dir / SIGNALS_FILE, json.dumps(questions))
         fit = fit_reranker(
             questions,

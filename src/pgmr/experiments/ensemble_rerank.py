@@ -14,6 +14,7 @@ the first 600 are where the seq2seq default's post-generation rules were tuned, 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,7 +44,7 @@ class RerankFit:
 
 
 def validation_outcomes(
-    drafts_path: Path, data_dir: Path, memory: Any, ensemble: Path
+    drafts_path: Path, data_dir: Path, memory: Any, ensemble: Path, also: Sequence[str] = ()
 ) -> list[dict[str, Any]]:
     """Per question of `drafts_path` (`pgmr generate ENSEMBLE lcquad2-validation` rows): each draft's source,
     signals (the ensemble's verifier's among them, when it has one) and whether it is right (Query EM), each
@@ -59,6 +60,10 @@ def validation_outcomes(
     from pgmr.resolver.grounding import GroundingConfig
 
     gold = {r.id: r for r in split_train_validation(load_named("lcquad2-train", data_dir).records)[1]}
+    for name in also:
+        if name not in ("qald10-validation", "lcquad2-validation", "plain-dev"):
+            raise RerankFitError(f"--also {name!r}: only validation sets may fit a reranker")
+        gold.update({r.id: r for r in load_named(name, data_dir).records})
     rows = list(read_jsonl(drafts_path))
     if not rows or any("drafts" not in r for r in rows):
         raise RerankFitError(
