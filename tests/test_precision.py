@@ -111,6 +111,63 @@ def test_memory_load_encodes_queries_in_the_precision_asked(tmp_path, encoder) -
         assert hits[0].id == "Q1055"
 
 
+def test_building_takes_bfloat16_where_the_cpu_has_it_and_the_manifest_says_which(tmp_path: Path) -> None:
+    from pgmr.kg.catalog import CatalogEntry, LabelCatalog
+    from pgmr.memory import Memory, build_encoder, read_manifest
+
+    catalog = LabelCatalog(
+        [
+            CatalogEntry("Q1055", "Hamburg", "city and state in northern Germany"),
+            CatalogEntry("Q64", "Berlin", "capital of Germany"),
+            CatalogEntry("P19", "place of birth", "where a person was born"),
+        ]
+    )
+    auto = build_encoder(None)
+    assert auto.precision == ("bf16" if native_bf16("cpu") else "fp32")  # type: ignore[attr-defined]
+    cache = tmp_path / "cache"
+    built = {}
+    for precision in ("fp32", "bf16"):
+        out = tmp_path / precision
+        memory = Memory.build(catalog, out, build_encoder(None, precision), progress=False, cache_dir=cache)
+        stats = memory.build_stats
+        assert stats is not None
+        # One cache directory for both: float32 vectors are never taken for a bfloat16 build, nor the reverse.
+        assert stats.encoded == stats.texts and stats.cached == 0
+        assert read_manifest(out).precision == precision
+        built[precision] = Memory.load(out, precision="fp32")
+        assert built[precision].entities.search(["Hamburg city in Germany"], k=1)[0][0].id == "Q1055"
+    rebuilt = Memory.build(
+        catalog, tmp_path / "again", build_encoder(None, "bf16"), progress=False, cache_dir=cache
+    )
+    assert rebuilt.build_stats is not None and rebuilt.build_stats.encoded == 0
+    with pytest.raises(ValueError, match="auto, fp32, bf16"):
+        build_encoder(None, "fp16")
+
+
+def test_a_manifest_from_before_the_precision_field_reads_as_float32(tmp_path: Path, encoder) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from pgmr.kg.catalog import CatalogEntry, LabelCatalog
+    from pgmr.memory import Memory, read_manifest
+
+    catalog = LabelCatalog(
+        [CatalogEntry("Q64", "Berlin", "capital of Germany"), CatalogEntry("P19", "place of birth", "")]
+    )
+    Memory.build(catalog, tmp_path / "m", encoder, progress=False, use_cache=False)
+    path = tmp_path / "m" / "manifest.json"
+    data = json.loads(path.read_text())
+    del data["precision"]
+    path.write_text(json.dumps(data))
+    assert read_manifest(tmp_path / "m").precision == "fp32"
+
+
+def test_memory_build_takes_a_precision_and_refuses_an_unknown_one(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["memory", "build", "-o", str(tmp_path / "m"), "--precision", "fp16"])
+    assert result.exit_code == 2, result.output
+    assert "auto, fp32, bf16" in result.output
+    assert not (tmp_path / "m").exists()
+
+
 @pytest.mark.parametrize(
     "command",
     [

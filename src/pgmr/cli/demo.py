@@ -25,7 +25,7 @@ from pgmr.datasets import load_named
 from pgmr.evaluation.metrics import query_exact_match, semantic_match
 from pgmr.jsonl import write_jsonl
 from pgmr.kg.catalog import LabelCatalog
-from pgmr.memory import Memory, MemoryNotFoundError, load_encoder
+from pgmr.memory import Memory, MemoryNotFoundError, build_encoder
 from pgmr.pipeline import StageConfig, shipped_resolver
 from pgmr.pipeline.stages import finish_all, prepare
 from pgmr.resolver import Refusal, Resolution, Resolver
@@ -65,7 +65,7 @@ def demo(
         console.print(f"no memory at {path}: building it (once; later runs load it)")
         counts = counts_from_dataset("lcquad2-train-part", data_dir)
         with progress_callback("encoding the memory") as progress:
-            memory = Memory.build(catalog, path, load_encoder(None), prior_counts=counts, progress=progress)
+            memory = Memory.build(catalog, path, build_encoder(None), prior_counts=counts, progress=progress)
     records = load_named("lcquad2-test", data_dir).records[: n * 2]
     converted = list(convert_records(records, catalog, ConversionSummary()))[:n]
     from pgmr.generators.ensemble import Draft, generate_drafts

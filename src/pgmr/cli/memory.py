@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from pgmr.cli.common import Settings, console, out, print_error, progress_callback
+from pgmr.cli.memory_backends import BUILD_PRECISION_OPTION, backend_options
 from pgmr.cli.memory_graph import (
     DESCRIPTION_PREDICATE_OPTION,
     ENDPOINT_TIMEOUT_OPTION,
@@ -23,7 +24,7 @@ from pgmr.cli.memory_graph import (
 from pgmr.config import default_memory_dir
 from pgmr.datasets import DatasetError
 from pgmr.kg.catalog import LabelCatalog
-from pgmr.memory import INDEX_KINDS, Memory, PgmrMemoryError, load_encoder, read_manifest, tune_search
+from pgmr.memory import INDEX_KINDS, Memory, PgmrMemoryError, build_encoder, read_manifest, tune_search
 from pgmr.precision import DEFAULT_PRECISION
 from pgmr.resolver.priors import counts_from_dataset
 
@@ -97,6 +98,7 @@ def build(
     endpoint_timeout: float = ENDPOINT_TIMEOUT_OPTION,
     retries: int = RETRIES_OPTION,
     page_pause: float = PAGE_PAUSE_OPTION,
+    precision: str = BUILD_PRECISION_OPTION,
 ) -> None:
     """Embed every label (+ aliases) with its description and write the FAISS indexes atomically."""
     settings: Settings = ctx.obj
@@ -105,7 +107,7 @@ def build(
         raise typer.Exit(2)
     target = out_dir or default_memory_dir()
     try:
-        backend_options = _backend_options(index_backend, index, milvus_uri, target)
+        index_settings = backend_options(index_backend, index, milvus_uri, target)
     except ValueError as exc:
         print_error(exc)
         raise typer.Exit(2) from None
@@ -120,7 +122,7 @@ def build(
         )  # fmt: skip
         memory_graph.build_from_graph(
             own, target, encoder=encoder, index_kind=index, batch_size=batch_size,
-            index_backend=index_backend, index_options=backend_options,
+            index_backend=index_backend, index_options=index_settings, precision=precision,
         )  # fmt: skip
         return
     if from_dump is not None:
@@ -134,7 +136,7 @@ def build(
             lines_per_chunk=chunk_lines,
             restart=restart,
             index_backend=index_backend,
-            index_options=backend_options,
+            index_options=index_settings,
             cache_dir=cache,
             drawn_vectors=drawn_vectors,
             scheduler=scheduler,
@@ -155,7 +157,7 @@ def build(
             )
             raise typer.Exit(2) from None
         console.print(f"prior: {len(counts)} IDs counted in the gold queries of {prior_from}")
-    text_encoder = load_encoder(encoder)
+    text_encoder = build_encoder(encoder, precision)
     with progress_callback("encoding texts") as progress:
         memory = Memory.build(
             catalog,
@@ -167,7 +169,7 @@ def build(
             prior_counts=counts,
             prior_source=f"gold queries of {prior_from}" if counts else "",
             index_backend=index_backend,
-            index_options=backend_options,
+            index_options=index_settings,
         )
     stats = memory.build_stats
     table = Table(title=f"memory written to {target}")
@@ -180,24 +182,6 @@ def build(
         table.add_row("texts (encoded / cached)", f"{stats.texts} ({stats.encoded} / {stats.cached})")
         table.add_row("seconds (encoding / total)", f"{stats.encode_seconds:.1f} / {stats.seconds:.1f}")
     out.print(table)
-
-
-MILVUS_INDEX_TYPES = {"flat": "FLAT", "hnsw": "HNSW", "ivfpq": "IVF_PQ"}
-
-
-def _backend_options(backend: str, index: str, milvus_uri: str | None, target: Path) -> dict[str, str]:
-    if backend == "faiss":
-        if milvus_uri:
-            raise ValueError("--milvus-uri needs --index-backend milvus")
-        return {}
-    if backend == "milvus":
-        if index not in MILVUS_INDEX_TYPES:
-            raise ValueError(
-                f"--index {index} is a FAISS index; with milvus choose {', '.join(MILVUS_INDEX_TYPES)}"
-            )
-        uri = milvus_uri or str(target.with_name(f"{target.name}.milvus.db").resolve())
-        return {"uri": uri, "index_type": MILVUS_INDEX_TYPES[index]}
-    raise ValueError(f"unknown index backend {backend!r}; choose faiss or milvus")
 
 
 def _build_from_dump(

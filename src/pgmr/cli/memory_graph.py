@@ -116,14 +116,14 @@ def read_graph(
 
 def build_from_graph(catalog: GraphCatalog, target: Path, **build: Any) -> None:
     """Encode and write the memory; print what it holds."""
-    from pgmr.memory import Memory, PgmrMemoryError, load_encoder
+    from pgmr.memory import Memory, PgmrMemoryError, build_encoder
 
     counts = catalog.counts()
     console.print(
         f"graph: {len(catalog):,} labelled IRIs ({counts['class']:,} classes, {counts['property']:,} "
         f"properties, {counts['instance']:,} instances), {len(catalog.prefixes)} prefixes"
     )
-    text_encoder = load_encoder(build.pop("encoder"))
+    text_encoder = build_encoder(build.pop("encoder"), build.pop("precision", "auto"))
     try:
         with progress_callback("encoding texts") as progress:
             memory = Memory.build(catalog, target, text_encoder, progress=progress, **build)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pgmr.memory.cache import EmbeddingCache
 from pgmr.memory.dictionary import MemoryDictionary, MemoryHit
 from pgmr.memory.encoder import Encoder
-from pgmr.memory.encoders import DEFAULT_MODEL_NAME, SentenceTransformerEncoder, load_encoder
+from pgmr.memory.encoders import DEFAULT_MODEL_NAME, SentenceTransformerEncoder, build_encoder, load_encoder
 from pgmr.memory.errors import (
     IndexTrainingError,
     MemoryCorruptError,
@@ -50,6 +50,7 @@ __all__ = [
     "SentenceTransformerEncoder",
     "VectorIndex",
     "create_index",
+    "build_encoder",
     "default_cache_dir",
     "load_encoder",
     "load_index",

@@ -46,12 +46,18 @@ def _slug(encoder_name: str) -> str:
 class EmbeddingCache:
     """Vectors of one encoder, looked up by text. `put` collects new vectors; `save` writes all of them."""
 
-    def __init__(self, directory: Path | str, encoder_name: str, dimension: int) -> None:
+    def __init__(
+        self, directory: Path | str, encoder_name: str, dimension: int, precision: str = "fp32"
+    ) -> None:
         self.directory = Path(directory)
         self.encoder_name = encoder_name
         self.dimension = dimension
-        self._vectors_path = self.directory / f"{_slug(encoder_name)}.npy"
-        self._keys_path = self.directory / f"{_slug(encoder_name)}.keys"
+        self.precision = precision
+        # Vectors of another number format are another encoder's: a float32 build must not take bfloat16 or
+        # int8 vectors from the cache (float32 keeps the bare name, so existing caches stay valid).
+        slug = _slug(encoder_name if precision == "fp32" else f"{encoder_name}@{precision}")
+        self._vectors_path = self.directory / f"{slug}.npy"
+        self._keys_path = self.directory / f"{slug}.keys"
         self._rows: dict[bytes, int] = {}
         self._vectors = np.empty((0, dimension), dtype=np.float32)
         self._dirty = False

@@ -34,6 +34,13 @@ class Encoder(Protocol):
     ) -> np.ndarray: ...
 
 
+def encoder_precision(encoder: Encoder) -> str:
+    """The number format `encoder` computes in (`precision`, which the shipped encoders have); fp32 for an
+    encoder that does not say."""
+    precision = getattr(encoder, "precision", "fp32")
+    return precision if isinstance(precision, str) else "fp32"
+
+
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
     """float32 copy with unit-length rows; all-zero rows stay zero instead of becoming NaN."""
     vectors = np.asarray(vectors, dtype=np.float32)

@@ -73,6 +73,8 @@ class MemoryManifest:
     lexical: Mapping[str, str] = field(default_factory=dict)
     # "encoded" (every vector from the encoder), or how a synthetic memory's vectors were drawn.
     vectors: str = "encoded"
+    # The number format the rows were encoded in (fp32, bf16, int8); manifests from before 2026-12-07: fp32.
+    precision: str = "fp32"
     # Search settings that override those saved in the index files (`pgmr memory tune`): e.g. nprobe and
     # rerank of an ivfpq-rerank index, chosen after the build without rewriting its files.
     search_options: Mapping[str, int] = field(default_factory=dict)
@@ -93,6 +95,7 @@ class MemoryManifest:
             "index_kind": self.index_kind,
             "index_options": dict(self.index_options),
             "vectors": self.vectors,
+            "precision": self.precision,
             "dictionaries": {kind: asdict(d) for kind, d in self.dictionaries.items()},
             "prior": dict(self.prior),
             "lexical": dict(self.lexical),

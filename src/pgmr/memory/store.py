@@ -37,7 +37,7 @@ from pgmr.kg.graph import GraphCatalog, GraphInfo
 from pgmr.kg.ids import Kind, id_kind
 from pgmr.memory.cache import EmbeddingCache, embed_texts, file_sha256
 from pgmr.memory.dictionary import OVERFETCH, MemoryDictionary, MemoryHit, load_dictionary
-from pgmr.memory.encoder import EncodeProgress, Encoder
+from pgmr.memory.encoder import EncodeProgress, Encoder, encoder_precision
 from pgmr.memory.graph_file import load_graph, save_graph
 from pgmr.memory.index import create_index
 from pgmr.memory.location import check_replaceable as _check_replaceable
@@ -221,7 +221,7 @@ class Memory:
         cache = None
         if use_cache:
             directory = Path(cache_dir) if cache_dir is not None else default_cache_dir(out_dir)
-            cache = EmbeddingCache(directory, encoder.name, encoder.dimension)
+            cache = EmbeddingCache(directory, encoder.name, encoder.dimension, encoder_precision(encoder))
         memory = cls.build_in_memory(
             catalog,
             encoder,
@@ -348,6 +348,7 @@ def new_manifest(
     return MemoryManifest(
         encoder=encoder.name,
         dimension=encoder.dimension,
+        precision=encoder_precision(encoder),
         index_kind=index_kind,
         index_options=dict(index_options),
         dictionaries={

@@ -36,7 +36,7 @@ from pgmr.memory.dump.encode_stage import EncodeReport, run_encode_stage, vector
 from pgmr.memory.dump.index_stage import build_memory
 from pgmr.memory.dump.parse_stage import ParseReport, ProgressCallback, catalog_report, run_parse_stage
 from pgmr.memory.dump.state import LEDGER, BuildIdentity, WorkDir
-from pgmr.memory.encoder import Encoder
+from pgmr.memory.encoder import Encoder, encoder_precision
 from pgmr.memory.errors import PgmrMemoryError
 from pgmr.memory.store import Memory
 
@@ -170,7 +170,7 @@ def _cache(settings: DumpBuildSettings, encoder: Encoder) -> EmbeddingCache | No
         return None
     if not Path(settings.cache_dir).is_dir():
         raise PgmrMemoryError(f"no embedding cache at {settings.cache_dir}")
-    return EmbeddingCache(settings.cache_dir, encoder.name, encoder.dimension)
+    return EmbeddingCache(settings.cache_dir, encoder.name, encoder.dimension, encoder_precision(encoder))
 
 
 def _drawn(work: WorkDir, encoder: Encoder, cache: EmbeddingCache | None) -> DrawnVectors:

@@ -3,6 +3,7 @@
 Two backends run the same sentence-transformers models: ONNX Runtime (`onnx`, on a CPU: the same float32
 vectors, faster) and PyTorch (`torch`: any model, any device, bfloat16). `auto` picks ONNX Runtime where it
 can run the model and PyTorch elsewhere; `$PGMR_ENCODER_BACKEND` overrides the choice for every load.
+`build_encoder` is the one that encodes a memory's rows: there throughput counts, not one question's latency.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pgmr.memory.encoders.sentence_transformers import (
 __all__ = [
     "DEFAULT_MODEL_NAME",
     "ENCODER_BACKENDS",
+    "build_encoder",
     "OnnxEncoder",
     "SentenceTransformerEncoder",
     "check_backend",
@@ -75,3 +77,22 @@ def load_encoder(
     if precision == "int8":
         raise ValueError("int8 encoding needs the ONNX backend (onnxruntime) and a local model directory")
     return SentenceTransformerEncoder(name, device=device, precision=precision)
+
+
+def build_encoder(name: str | None = None, precision: str = "auto", device: str = "cpu") -> Encoder:
+    """The encoder that writes a memory's vectors, in `precision` (pgmr.precision).
+
+    `auto` is PyTorch in bfloat16 where `device` computes it natively, float32 elsewhere. On this project's CPU
+    (AVX512-BF16) bfloat16 encodes 1.5x as many texts a second as ONNX Runtime's float32 (756 against 498,
+    bench/encoders.py), moves a vector by at most 1.2e-4 in cosine, and a memory built with it answers LC-QuAD
+    2.0 validation as the float32 one does (bench/memory_precision.py, docs/research-log.md 2026-12-07).
+    `fp32` gives vectors that do not depend on the machine (within 1e-7 between backends); the memory's
+    manifest records which was used. `$PGMR_ENCODER_BACKEND=onnx` means float32 here too.
+    """
+    from pgmr.precision import check_precision, native_bf16
+
+    check_precision(precision)
+    onnx_asked = (os.environ.get(BACKEND_ENV) or "auto") == "onnx"
+    if precision == "fp32" or onnx_asked or (precision == "auto" and not native_bf16(device)):
+        return load_encoder(name, device=device, precision="fp32")
+    return SentenceTransformerEncoder(name, device=device, precision="bf16")

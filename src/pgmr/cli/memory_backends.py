@@ -1,0 +1,44 @@
+"""Options of `pgmr memory build` that choose how vectors are made and where they live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pgmr.precision import PRECISIONS, check_precision
+
+
+def _build_precision(value: str) -> str:
+    try:
+        return check_precision(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+BUILD_PRECISION_OPTION = typer.Option(
+    "auto",
+    "--precision",
+    callback=_build_precision,
+    help=f"Number format the rows are encoded in ({', '.join(PRECISIONS)}): auto is bfloat16 where the CPU "
+    "computes it natively (1.5x faster here, same validation Query EM), else float32; fp32 gives vectors that "
+    "do not depend on the machine (--from-dump builds encode in float32)",
+)
+
+
+MILVUS_INDEX_TYPES = {"flat": "FLAT", "hnsw": "HNSW", "ivfpq": "IVF_PQ"}
+
+
+def backend_options(backend: str, index: str, milvus_uri: str | None, target: Path) -> dict[str, str]:
+    if backend == "faiss":
+        if milvus_uri:
+            raise ValueError("--milvus-uri needs --index-backend milvus")
+        return {}
+    if backend == "milvus":
+        if index not in MILVUS_INDEX_TYPES:
+            raise ValueError(
+                f"--index {index} is a FAISS index; with milvus choose {', '.join(MILVUS_INDEX_TYPES)}"
+            )
+        uri = milvus_uri or str(target.with_name(f"{target.name}.milvus.db").resolve())
+        return {"uri": uri, "index_type": MILVUS_INDEX_TYPES[index]}
+    raise ValueError(f"unknown index backend {backend!r}; choose faiss or milvus")
