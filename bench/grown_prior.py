@@ -41,7 +41,7 @@ from pgmr.experiments.predict import answer_outputs
 from pgmr.experiments.settings import ExperimentSettings
 from pgmr.kg.dump.synthetic import SYNTHETIC_BASE
 from pgmr.kg.ids import id_number
-from pgmr.memory import Memory
+from pgmr.memory import Memory, load_encoder
 from pgmr.resolver import Prior, Resolver
 from pgmr.resolver.support import shipped_threshold
 
@@ -128,6 +128,15 @@ def main() -> None:
         default=Path.home() / ".cache" / "pgmr" / "grown_prior",
         help="where the generated outputs are kept (generated.jsonl, reusable with --predictions)",
     )
+    parser.add_argument(
+        "--skip-counts-first", action="store_true", help="only the blends of --shares (e.g. to report test)"
+    )
+    parser.add_argument(
+        "--query-precision",
+        default="",
+        help="encode MEMORY's queries in this precision (e.g. int8, pgmr.memory.load_encoder); default: as "
+        "today's memory does",
+    )
     parser.add_argument("--out", default="grown_prior", help="result name: bench/results/OUT.json")
     args = parser.parse_args()
     data_dir = resolve_data_dir(args.data_dir)
@@ -140,9 +149,12 @@ def main() -> None:
     kind = RealRangeAges if args.synthetic_ages == "real-range" else Prior
     outputs, source = pgmr_outputs(ws, records, args.predictions)
     questions = [r.question for r in records]
-    memory = cached(Memory.load(args.memory, ws.memory.encoder, verify=False))
+    encoder = (
+        load_encoder(None, precision=args.query_precision) if args.query_precision else ws.memory.encoder
+    )
+    memory = cached(Memory.load(args.memory, encoder, verify=False))
     counts = memory.prior_counts
-    priors: list[tuple[str, float | None]] = [("counts first", None)]
+    priors: list[tuple[str, float | None]] = [] if args.skip_counts_first else [("counts first", None)]
     priors += [(f"blend, age share {a:g}", a) for a in (float(v) for v in args.shares.split(","))]
     weights = [float(v) for v in args.weights.split(",")]
     thresholds = [float(v) for v in args.thresholds.split(",") if v]
@@ -216,6 +228,7 @@ def main() -> None:
             "memory": str(args.memory),
             "entities": len(memory.entities),
             "prior_source": memory.prior_source,
+            "query_encoder": repr(encoder),
             "dataset": dataset,
             "synthetic_ages": args.synthetic_ages,
             "questions": len(records),

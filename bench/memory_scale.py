@@ -2,7 +2,7 @@
 resolve latency per placeholder.
 
     python bench/memory_scale.py MEMORY [MEMORY ...] [--queries 300] [--placeholders 300]
-        [--encoder-backends onnx,torch]
+        [--encoder-backends onnx,torch,onnx-int8] [--no-recall]
 
 Build figures (per-stage times, peak RSS of the build) come from each build's report and `/usr/bin/time -v`
 (docs/scale.md gives the commands). Recall: the query texts are what the resolver searches for LC-QuAD 2.0
@@ -95,7 +95,13 @@ def per_placeholder_ms(resolver, cases) -> list[float]:
 
 
 def measure(
-    memory_dir: Path, queries: int, placeholders: int, data_dir: str | None, settings: list[tuple[int, int]]
+    memory_dir: Path,
+    queries: int,
+    placeholders: int,
+    data_dir: str | None,
+    settings: list[tuple[int, int]],
+    precision: str = "auto",
+    with_recall: bool = True,
 ) -> dict:
     from pgmr.config import resolve_data_dir
     from pgmr.evaluation.oracle import oracle_cases
@@ -106,7 +112,7 @@ def measure(
     from pgmr.resolver.resolver import _search_texts
 
     started = time.perf_counter()
-    memory = Memory.load(memory_dir, verify=False, warm=False)
+    memory = Memory.load(memory_dir, verify=False, warm=False, precision=precision)
     load_seconds = time.perf_counter() - started
     entities = memory.entities
     data = resolve_data_dir(data_dir)
@@ -125,34 +131,38 @@ def measure(
     # Serving memory, before the exact search below reads every stored vector through the memory map.
     serving_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     anonymous = _status_bytes("RssAnon")
-    # Recall on what the resolver searches with: LC-QuAD 2.0 validation entity placeholders (label, and label
-    # with description), the split settings are chosen on.
-    validation, _ = converted_split("validation", data, catalog)
-    searched = [
-        text
-        for case in random.Random(0).sample(oracle_cases(validation), queries)
-        for text in sum(_search_texts([p for p in case.query.placeholders if p.kind == "entity"]), [])
-    ]
-    texts = list(dict.fromkeys(searched))[:queries]
-    vectors = memory.encoder.encode(texts, batch_size=128)
-    found, _ = entities.index.search(vectors, 10)
-    # Exact top 10 over the stored vectors, slice by slice.
-    best_scores = np.full((len(texts), 10), -np.inf, dtype=np.float32)
-    best_ids = np.zeros((len(texts), 10), dtype=np.int64)
-    total = len(entities.index)
-    for start in range(0, total, SLICE):
-        ids = np.arange(start, min(total, start + SLICE))
-        scores = vectors @ entities.index.reconstruct(ids).T
-        merged_scores = np.concatenate([best_scores, scores], axis=1)
-        merged_ids = np.concatenate([best_ids, np.broadcast_to(ids, scores.shape)], axis=1)
-        # The 10 best of each row, then those 10 in order: a full sort of 200k columns a slice is minutes.
-        top = np.argpartition(-merged_scores, 9, axis=1)[:, :10]
-        inner = np.argsort(-np.take_along_axis(merged_scores, top, axis=1), axis=1)
-        order = np.take_along_axis(top, inner, axis=1)
-        best_scores = np.take_along_axis(merged_scores, order, axis=1)
-        best_ids = np.take_along_axis(merged_ids, order, axis=1)
-    recall1, recall10 = recall(found, best_scores)
-    tried = sweep(entities.index, vectors, best_scores, settings) if settings else []
+    recall1 = recall10 = float("nan")
+    texts: list[str] = []
+    tried: list[dict] = []
+    if with_recall:
+        # Recall on what the resolver searches with: LC-QuAD 2.0 validation entity placeholders (label, and label
+        # with description), the split settings are chosen on.
+        validation, _ = converted_split("validation", data, catalog)
+        searched = [
+            text
+            for case in random.Random(0).sample(oracle_cases(validation), queries)
+            for text in sum(_search_texts([p for p in case.query.placeholders if p.kind == "entity"]), [])
+        ]
+        texts = list(dict.fromkeys(searched))[:queries]
+        vectors = memory.encoder.encode(texts, batch_size=128)
+        found, _ = entities.index.search(vectors, 10)
+        # Exact top 10 over the stored vectors, slice by slice.
+        best_scores = np.full((len(texts), 10), -np.inf, dtype=np.float32)
+        best_ids = np.zeros((len(texts), 10), dtype=np.int64)
+        total = len(entities.index)
+        for start in range(0, total, SLICE):
+            ids = np.arange(start, min(total, start + SLICE))
+            scores = vectors @ entities.index.reconstruct(ids).T
+            merged_scores = np.concatenate([best_scores, scores], axis=1)
+            merged_ids = np.concatenate([best_ids, np.broadcast_to(ids, scores.shape)], axis=1)
+            # The 10 best of each row, then those 10 in order: a full sort of 200k columns a slice is minutes.
+            top = np.argpartition(-merged_scores, 9, axis=1)[:, :10]
+            inner = np.argsort(-np.take_along_axis(merged_scores, top, axis=1), axis=1)
+            order = np.take_along_axis(top, inner, axis=1)
+            best_scores = np.take_along_axis(merged_scores, order, axis=1)
+            best_ids = np.take_along_axis(merged_ids, order, axis=1)
+        recall1, recall10 = recall(found, best_scores)
+        tried = sweep(entities.index, vectors, best_scores, settings) if settings else []
 
     disk = sum(p.stat().st_size for p in memory_dir.rglob("*") if p.is_file())
     return {
@@ -196,23 +206,40 @@ def main() -> None:
     parser.add_argument(
         "--encoder-backends",
         default="auto",
-        help="each memory once per query encoder backend (pgmr.memory.encoders: auto, onnx, torch), e.g. onnx,torch",
+        help="each memory once per query encoder backend (pgmr.memory.encoders: auto, onnx, torch), e.g. onnx,torch; "
+        "BACKEND-PRECISION for another query precision than auto, e.g. onnx-int8",
     )
+    parser.add_argument("--no-recall", action="store_true", help="latency and RSS only (no exact search)")
+    parser.add_argument("--query-precision", default="auto", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="memory_scale", help="result name: bench/results/OUT.json")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     settings = [tuple(int(v) for v in pair.split(":")) for pair in args.sweep.split(",") if pair]
     if args.one:
-        print(json.dumps(measure(args.memories[0], args.queries, args.placeholders, args.data_dir, settings)))
+        print(
+            json.dumps(
+                measure(
+                    args.memories[0],
+                    args.queries,
+                    args.placeholders,
+                    args.data_dir,
+                    settings,
+                    args.query_precision,
+                    not args.no_recall,
+                )  # fmt: skip
+            )
+        )
         return
     results = []
     for memory in args.memories:
-        for backend in args.encoder_backends.split(","):
+        for name in args.encoder_backends.split(","):
+            backend, _, precision = name.partition("-")
             command = [sys.executable, __file__, str(memory), "--one", "--queries", str(args.queries),
-                       "--placeholders", str(args.placeholders), "--sweep", args.sweep] + (["--data-dir", args.data_dir] if args.data_dir else [])  # fmt: skip
+                       "--placeholders", str(args.placeholders), "--sweep", args.sweep,
+                       "--query-precision", precision or "auto"] + (["--data-dir", args.data_dir] if args.data_dir else []) + (["--no-recall"] if args.no_recall else [])  # fmt: skip
             env = {**os.environ, "PGMR_ENCODER_BACKEND": backend}
             done = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
-            results.append({"encoder_backend": backend, **json.loads(done.stdout.strip().splitlines()[-1])})
+            results.append({"encoder_backend": name, **json.loads(done.stdout.strip().splitlines()[-1])})
     rows = [
         [
             f"{r['entities']:,}",

@@ -78,6 +78,8 @@ def test_the_memory_holds_every_labelled_entity_with_the_dump_s_sitelinks_as_pri
     assert len(memory.relations) >= 150
     manifest = read_manifest(out)
     assert manifest.prior["source"] == "sitelinks" and memory.prior_source == "sitelinks"
+    # Its queries encode in int8 unless the caller names a precision (`pgmr ask` below answers through it).
+    assert manifest.query_precision == "int8"
     assert memory.prior_counts and all(
         wid.startswith("Q") and n > 0 for wid, n in memory.prior_counts.items()
     )

@@ -118,3 +118,45 @@ def test_a_model_onnx_cannot_run_is_left_to_pytorch(tmp_path: Path, monkeypatch:
 def test_int8_needs_the_onnx_backend() -> None:
     with pytest.raises(ValueError, match="int8 encoding needs the ONNX backend"):
         load_encoder(None, precision="int8", backend="torch")
+
+
+def test_a_memory_tuned_for_int8_queries_loads_that_encoder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, onnx_cache: Path, encoder
+) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from pgmr.cli.main import app
+    from pgmr.kg.catalog import CatalogEntry, LabelCatalog
+    from pgmr.memory import Memory, read_manifest
+
+    monkeypatch.setenv("PGMR_ONNX_DIR", str(onnx_cache))
+    catalog = LabelCatalog(
+        [
+            CatalogEntry("Q1055", "Hamburg", "city and state in northern Germany"),
+            CatalogEntry("Q64", "Berlin", "capital of Germany"),
+            CatalogEntry("P19", "place of birth", "where a person was born"),
+        ]
+    )
+    path = tmp_path / "m"
+    Memory.build(catalog, path, encoder, progress=False, use_cache=False)
+    runner = CliRunner()
+    result = runner.invoke(app, ["memory", "tune", str(path), "--query-precision", "int8"])
+    assert result.exit_code == 0, result.output
+    assert "encodes queries in int8" in " ".join(result.output.split())
+    assert read_manifest(path).query_precision == "int8"
+    tuned = Memory.load(path)
+    assert tuned.encoder.precision == "int8"  # type: ignore[attr-defined]
+    assert tuned.entities.search(["Hamburg city in Germany"], k=1)[0][0].id == "Q1055"
+    # A precision the caller names wins over the memory's; `auto` (the default) takes the memory's.
+    assert Memory.load(path, precision="fp32").encoder.precision == "fp32"  # type: ignore[attr-defined]
+    # Where int8 cannot run, the memory still loads, with the caller's precision.
+    monkeypatch.setenv("PGMR_ENCODER_BACKEND", "torch")
+    assert type(Memory.load(path).encoder).__name__ == "SentenceTransformerEncoder"
+    monkeypatch.delenv("PGMR_ENCODER_BACKEND")
+    result = runner.invoke(app, ["memory", "tune", str(path), "--query-precision", "fp16"])
+    assert result.exit_code == 2 and "auto, fp32, bf16, int8" in " ".join(result.output.split())
+    assert read_manifest(path).query_precision == "int8"
+    result = runner.invoke(app, ["memory", "tune", str(path), "--query-precision", "auto"])
+    assert result.exit_code == 0, result.output
+    assert read_manifest(path).query_precision == ""
+    assert "query_precision" not in json.loads((path / "manifest.json").read_text())

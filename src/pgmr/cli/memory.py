@@ -260,6 +260,9 @@ def tune(
     prior_scale: float | None = typer.Option(
         None, min=0.0, help="Dump-built memories: the sitelinks prior's weight, times the resolver's"
     ),
+    query_precision: str | None = typer.Option(
+        None, help="The query encoder's precision for this memory: int8, fp32, bf16, or auto (the caller's)"
+    ),
 ) -> None:
     """Change a built memory's search settings (recall against speed) or the shape of its sitelinks prior
     (fitted on validation with bench/grown_prior.py) without rebuilding it."""
@@ -269,7 +272,8 @@ def tune(
     prior = {name: value for name, value in shape.items() if value is not None}
     try:
         before = read_manifest(memory_dir)
-        tuned = tune_search(memory_dir, options, prior) if options or prior else before
+        changed = options or prior or query_precision is not None
+        tuned = tune_search(memory_dir, options, prior, query_precision) if changed else before
     except (PgmrMemoryError, ValueError) as exc:
         print_error(exc)
         raise typer.Exit(2) from None
@@ -283,8 +287,11 @@ def tune(
         from pgmr.resolver.ranking import prior_for
 
         console.print(f"{memory_dir}: ranks with {prior_for('sitelinks', {}, tuned.prior)!r}")
-    if not (options or prior):
-        console.print("nothing changed: pass --nprobe, --rerank, --ef-search or a --prior- option")
+    console.print(f"{memory_dir}: encodes queries in {tuned.query_precision or 'the precision asked (auto)'}")
+    if not changed:
+        console.print(
+            "nothing changed: pass --nprobe, --rerank, --ef-search, --query-precision or a --prior- option"
+        )
 
 
 @app.command()

@@ -38,6 +38,7 @@ SEARCH_OPTIONS: dict[str, tuple[str, ...]] = {
     "hnsw": ("ef_search",),
 }
 PRIOR_OPTIONS = {"age_share", "scale"}
+QUERY_PRECISIONS = ("auto", "fp32", "bf16", "int8")
 
 
 def index_file(kind: Kind, backend: str = "faiss") -> str:
@@ -75,6 +76,10 @@ class MemoryManifest:
     vectors: str = "encoded"
     # The number format the rows were encoded in (fp32, bf16, int8); manifests from before 2026-12-07: fp32.
     precision: str = "fp32"
+    # The query encoder's precision when the caller asks for the default (`auto`); "" follows the caller. Set
+    # by `pgmr memory tune --query-precision`, and int8 for dump-built memories, where encoding is the largest
+    # part of a slow question (docs/scale.md).
+    query_precision: str = ""
     # Search settings that override those saved in the index files (`pgmr memory tune`): e.g. nprobe and
     # rerank of an ivfpq-rerank index, chosen after the build without rewriting its files.
     search_options: Mapping[str, int] = field(default_factory=dict)
@@ -101,6 +106,7 @@ class MemoryManifest:
             "lexical": dict(self.lexical),
             "search_options": dict(self.search_options),
             **({"graph": dict(self.graph)} if self.graph else {}),
+            **({"query_precision": self.query_precision} if self.query_precision else {}),
         }
 
     @classmethod
@@ -192,11 +198,19 @@ def load_prior(path: Path, manifest: MemoryManifest, verify: bool) -> dict[str, 
 
 
 def tune_search(
-    path: Path, options: Mapping[str, int], prior: Mapping[str, float] | None = None
+    path: Path,
+    options: Mapping[str, int],
+    prior: Mapping[str, float] | None = None,
+    query_precision: str | None = None,
 ) -> MemoryManifest:
     """Set search options of a memory's indexes and the shape of its prior in its manifest (no other file
     changes, so no checksum does): validated, written to a temporary file and renamed over manifest.json.
-    `prior`: age_share and scale of a dump-built memory's sitelinks prior (pgmr.resolver.ranking.prior_for)."""
+    `prior`: age_share and scale of a dump-built memory's sitelinks prior (pgmr.resolver.ranking.prior_for).
+    `query_precision`: one of QUERY_PRECISIONS for the query encoder; `auto` follows the caller's precision."""
+    if query_precision is not None and query_precision not in QUERY_PRECISIONS:
+        raise ValueError(
+            f"unknown query precision {query_precision!r}: expected one of {', '.join(QUERY_PRECISIONS)}"
+        )
     manifest = read_manifest(path)
     for name, value in options.items():
         if problem := _search_option_problem(manifest.index_kind, name, value):
@@ -214,6 +228,9 @@ def tune_search(
         manifest,
         search_options={**manifest.search_options, **options},
         prior={**manifest.prior, **prior},
+        query_precision=manifest.query_precision
+        if query_precision is None
+        else ("" if query_precision == "auto" else query_precision),
     )
     write_manifest(path, tuned)
     return tuned

@@ -311,9 +311,9 @@ class Memory:
             check_encoder(path, manifest, encoder)
         dictionaries = {kind: load_dictionary(path, kind, manifest, verify) for kind in KINDS}
         if encoder is None:
-            from pgmr.memory.encoders import load_encoder
+            from pgmr.memory.encoders import load_query_encoder
 
-            encoder = load_encoder(manifest.encoder, precision=precision)
+            encoder = load_query_encoder(manifest.encoder, precision, manifest.query_precision)
             check_encoder(path, manifest, encoder)
         for dictionary in dictionaries.values():
             dictionary.encoder = encoder

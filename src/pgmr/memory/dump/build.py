@@ -21,7 +21,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from pgmr.memory.dump.parse_stage import ParseReport, ProgressCallback, catalog_
 from pgmr.memory.dump.state import LEDGER, BuildIdentity, WorkDir
 from pgmr.memory.encoder import Encoder, encoder_precision
 from pgmr.memory.errors import PgmrMemoryError
+from pgmr.memory.manifest import QUERY_PRECISIONS
 from pgmr.memory.store import Memory
 
 # ~50 MB of a real dump: what a kill can lose at most, and one catalog shard of ~5,000 records.
@@ -59,6 +60,10 @@ class DumpBuildSettings:
     keep_work: bool = True
     cache_dir: Path | None = None  # an embedding cache to read vectors from (never written)
     drawn_vectors: bool = False  # synthetic dumps: draw non-namesake synthetic items' vectors
+    # The query encoder the memory asks for (manifest `query_precision`; QUERY_PRECISIONS). int8: at 10M items
+    # encoding is the largest part of a slow question, and int8 halves it with the same validation Query EM
+    # (docs/scale.md, 2026-12-07); `auto` follows the caller's precision.
+    query_precision: str = "int8"
 
     def __post_init__(self) -> None:
         if not self.languages or not all(isinstance(x, str) and x for x in self.languages):
@@ -67,6 +72,8 @@ class DumpBuildSettings:
             raise ValueError("lines_per_chunk must be positive")
         if self.batch_size < 1:
             raise ValueError("batch_size must be positive")
+        if self.query_precision not in QUERY_PRECISIONS:
+            raise ValueError(f"query_precision must be one of {', '.join(QUERY_PRECISIONS)}")
 
 
 @dataclass(frozen=True)
@@ -149,6 +156,8 @@ def build_from_dump(
         progress=progress,
     )
     failpoint("dump.indexed")
+    tuned = "" if settings.query_precision == "auto" else settings.query_precision
+    memory.manifest = replace(memory.manifest, query_precision=tuned)
     memory.save(out_dir)
     if not settings.keep_work:
         shutil.rmtree(work.path, ignore_errors=True)

@@ -29,6 +29,7 @@ __all__ = [
     "SentenceTransformerEncoder",
     "check_backend",
     "load_encoder",
+    "load_query_encoder",
 ]
 
 ENCODER_BACKENDS = ("auto", "onnx", "torch")
@@ -96,3 +97,21 @@ def build_encoder(name: str | None = None, precision: str = "auto", device: str 
     if precision == "fp32" or onnx_asked or (precision == "auto" and not native_bf16(device)):
         return load_encoder(name, device=device, precision="fp32")
     return SentenceTransformerEncoder(name, device=device, precision="bf16")
+
+
+def load_query_encoder(name: str, precision: str, tuned: str = "") -> Encoder:
+    """The encoder of a memory's queries: in `precision`, or in the memory's own `tuned` one (its manifest's
+    `query_precision`) when `precision` is the default `auto`. A tuned precision this machine cannot run
+    (int8 without ONNX Runtime) falls back to `precision` with a warning: the memory still answers."""
+    if not tuned or precision != "auto":
+        return load_encoder(name, precision=precision)
+    try:
+        return load_encoder(name, precision=tuned)
+    except (ValueError, ImportError, OnnxExportError) as exc:
+        _log.warning(
+            "the memory asks for %s query encoding, which cannot run here (%s); using %s",
+            tuned,
+            exc,
+            precision,
+        )
+        return load_encoder(name, precision=precision)
