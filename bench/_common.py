@@ -115,3 +115,42 @@ def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
     for row in rows:
         t.add_row(*(f"{v:.2%}" if isinstance(v, float) else str(v) for v in row))
     return t
+
+
+def chosen_outputs(
+    ws: Any, records: Sequence[QARecord], split: str, work: Path, predictions: Path | None
+) -> list[str]:
+    """The shipped generator's outputs for `split`: the ensemble's choice among its drafts is made once (it takes
+    minutes) and kept in WORK/chosen-SPLIT.json, which the benches that resolve the same outputs share."""
+    from pgmr.experiments.outputs import pgmr_outputs
+
+    chosen = work / f"chosen-{split}.json"
+    if chosen.is_file() and predictions is None:
+        return list(json.loads(chosen.read_text()))
+    outputs, _ = pgmr_outputs(ws, records, predictions)
+    chosen.write_text(json.dumps(outputs))
+    return list(outputs)
+
+
+def em_off_and_shipped(
+    ws: Any, memory: Memory, records: Sequence[QARecord], outputs: Sequence[str], label: str
+) -> tuple[dict[str, float], list[str]]:
+    """`outputs` resolved through `memory`, refusal off and at the shipped threshold: Query EM and the share
+    refused for each (`query_em_off`, `refused_shipped`, ...), and the final queries with refusal off."""
+    from pgmr.experiments.common import prediction_rows, score
+    from pgmr.experiments.predict import answer_outputs
+    from pgmr.resolver.support import shipped_threshold
+
+    questions = [r.question for r in records]
+    row: dict[str, float] = {}
+    finals: list[str] = []
+    for threshold in (0.0, shipped_threshold()):
+        stages = ws.stages(min_confidence=threshold)
+        answered = answer_outputs(Resolver(memory, stages.resolver), stages, questions, outputs, label=label)
+        evaluation = score(prediction_rows(records, outputs, answered), records, catalog=None)
+        key = "off" if threshold == 0.0 else "shipped"
+        row[f"query_em_{key}"] = evaluation.overall["query_em"]
+        row[f"refused_{key}"] = sum(r.outcome == "refused" for r in evaluation.records) / len(records)
+        if threshold == 0.0:
+            finals = [r.predicted_sparql or "" for r in evaluation.records]
+    return row, finals

@@ -22,19 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from _common import console, table, write_result
+from _common import chosen_outputs, console, em_off_and_shipped, table, write_result
 from pgmr.config import default_memory_dir, resolve_data_dir
 from pgmr.datasets import load_named
-from pgmr.experiments.common import Workspace, prediction_rows, score
-from pgmr.experiments.outputs import pgmr_outputs
-from pgmr.experiments.predict import answer_outputs
+from pgmr.experiments.common import Workspace
 from pgmr.experiments.settings import ExperimentSettings
 from pgmr.memory import Memory, load_encoder
 from pgmr.precision import native_bf16
 from pgmr.query import parse
-from pgmr.resolver import Resolver
 from pgmr.resolver.resolver import _search_texts as search_texts
-from pgmr.resolver.support import shipped_threshold
 
 BACKENDS = {
     "torch-fp32": ("torch", "fp32"),
@@ -106,13 +102,7 @@ def main() -> None:
     records = list(load_named(f"lcquad2-{args.split}", data_dir).records)
     # The ensemble's choice among its drafts is made once and kept (it takes minutes); each backend then
     # resolves the same outputs.
-    chosen = args.work / f"chosen-{args.split}.json"
-    if chosen.is_file() and args.predictions is None:
-        outputs = json.loads(chosen.read_text())
-    else:
-        outputs, _ = pgmr_outputs(ws, records, args.predictions)
-        chosen.write_text(json.dumps(outputs))
-    questions = [r.question for r in records]
+    outputs = chosen_outputs(ws, records, args.split, args.work, args.predictions)
     bulk = memory_texts(data_dir, args.texts)
     groups = question_texts(outputs)[: args.questions]
     encoders = {
@@ -130,17 +120,8 @@ def main() -> None:
             console.print(f"{name}: {row}")
             continue
         memory = Memory.load(memory_dir, encoder, verify=False)
-        for threshold in (0.0, shipped_threshold()):
-            stages = ws.stages(min_confidence=threshold)
-            answered = answer_outputs(
-                Resolver(memory, stages.resolver), stages, questions, outputs, label=name
-            )
-            evaluation = score(prediction_rows(records, outputs, answered), records, catalog=None)
-            key = "off" if threshold == 0.0 else "shipped"
-            row[f"query_em_{key}"] = evaluation.overall["query_em"]
-            row[f"refused_{key}"] = sum(r.outcome == "refused" for r in evaluation.records) / len(records)
-            if threshold == 0.0:
-                finals[name] = [r.predicted_sparql or "" for r in evaluation.records]
+        figures, finals[name] = em_off_and_shipped(ws, memory, records, outputs, name)
+        row.update(figures)
         row["differ"] = sum(a != b for a, b in zip(finals[name], finals[names[0]], strict=True))
         rows[name] = row
         console.print(f"{name}: {row}")

@@ -13,27 +13,22 @@ and final queries that differ from the first precision's. Writes bench/results/O
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from _common import console, table, write_result
+from _common import chosen_outputs, console, em_off_and_shipped, table, write_result
 from pgmr.config import resolve_data_dir
 from pgmr.datasets import load_named
-from pgmr.experiments.common import Workspace, prediction_rows, score
-from pgmr.experiments.outputs import pgmr_outputs
-from pgmr.experiments.predict import answer_outputs
+from pgmr.experiments.common import Workspace
 from pgmr.experiments.settings import ExperimentSettings
 from pgmr.kg.catalog import LabelCatalog
 from pgmr.memory import Memory, build_encoder, load_encoder
 from pgmr.memory.encoder import encoder_precision
 from pgmr.precision import native_bf16
-from pgmr.resolver import Resolver
 from pgmr.resolver.priors import counts_from_dataset
-from pgmr.resolver.support import shipped_threshold
 
 
 def build(precision: str, data_dir: Path, target: Path) -> tuple[Memory, dict[str, Any]]:
@@ -80,7 +75,6 @@ def main() -> None:
     data_dir = resolve_data_dir(args.data_dir)
     args.work.mkdir(parents=True, exist_ok=True)
     records = list(load_named(f"lcquad2-{args.split}", data_dir).records)
-    questions = [r.question for r in records]
     query_encoder = load_encoder(None, precision="fp32")
     rows: dict[str, dict[str, Any]] = {}
     finals: dict[str, list[str]] = {}
@@ -98,23 +92,9 @@ def main() -> None:
             )
         )
         if outputs is None:
-            chosen = args.work / f"chosen-{args.split}.json"
-            if chosen.is_file() and args.predictions is None:
-                outputs = json.loads(chosen.read_text())
-            else:
-                outputs, _ = pgmr_outputs(ws, records, args.predictions)
-                chosen.write_text(json.dumps(outputs))
-        for threshold in (0.0, shipped_threshold()):
-            stages = ws.stages(min_confidence=threshold)
-            answered = answer_outputs(
-                Resolver(memory, stages.resolver), stages, questions, outputs, label=name
-            )
-            evaluation = score(prediction_rows(records, outputs, answered), records, catalog=None)
-            key = "off" if threshold == 0.0 else "shipped"
-            row[f"query_em_{key}"] = evaluation.overall["query_em"]
-            row[f"refused_{key}"] = sum(r.outcome == "refused" for r in evaluation.records) / len(records)
-            if threshold == 0.0:
-                finals[name] = [r.predicted_sparql or "" for r in evaluation.records]
+            outputs = chosen_outputs(ws, records, args.split, args.work, args.predictions)
+        figures, finals[name] = em_off_and_shipped(ws, memory, records, outputs, name)
+        row.update(figures)
         row["differ"] = sum(a != b for a, b in zip(finals[name], finals[names[0]], strict=True))
         row["stored_gap_max"] = stored_gap(targets[names[0]], targets[name])
         rows[name] = row

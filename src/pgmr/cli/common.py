@@ -28,7 +28,8 @@ console = Console(stderr=True)
 out = Console()
 
 
-def _precision(value: str) -> str:
+def precision_callback(value: str) -> str:
+    """A typer callback: a precision name, or a usage error (exit 2) naming the choices."""
     try:
         return check_precision(value)
     except ValueError as exc:
@@ -40,7 +41,7 @@ def _precision(value: str) -> str:
 PRECISION_OPTION = typer.Option(
     DEFAULT_PRECISION,
     "--precision",
-    callback=_precision,
+    callback=precision_callback,
     help="Number format of the models and the query encoder: auto (bfloat16 where the hardware computes it "
     "natively, else float32), fp32 or bf16",
 )

@@ -6,20 +6,13 @@ from pathlib import Path
 
 import typer
 
-from pgmr.precision import PRECISIONS, check_precision
-
-
-def _build_precision(value: str) -> str:
-    try:
-        return check_precision(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-
+from pgmr.cli.common import precision_callback
+from pgmr.precision import PRECISIONS
 
 BUILD_PRECISION_OPTION = typer.Option(
     "auto",
     "--precision",
-    callback=_build_precision,
+    callback=precision_callback,
     help=f"Number format the rows are encoded in ({', '.join(PRECISIONS)}): auto is bfloat16 where the CPU "
     "computes it natively (1.5x faster here, same validation Query EM), else float32; fp32 gives vectors that "
     "do not depend on the machine (--from-dump builds encode in float32)",
