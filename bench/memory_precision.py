@@ -31,10 +31,10 @@ from pgmr.precision import native_bf16
 from pgmr.resolver.priors import counts_from_dataset
 
 
-def build(precision: str, data_dir: Path, target: Path) -> tuple[Memory, dict[str, Any]]:
+def build(
+    precision: str, catalog: LabelCatalog, counts: dict[str, int], target: Path
+) -> tuple[Memory, dict[str, Any]]:
     encoder = build_encoder(None, precision)
-    catalog = LabelCatalog.from_data_dir(data_dir)
-    counts = counts_from_dataset("lcquad2-train-part", data_dir)
     began = time.perf_counter()
     memory = Memory.build(catalog, target, encoder, prior_counts=counts, use_cache=False)
     seconds = time.perf_counter() - began
@@ -76,6 +76,8 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     records = list(load_named(f"lcquad2-{args.split}", data_dir).records)
     query_encoder = load_encoder(None, precision="fp32")
+    catalog = LabelCatalog.from_data_dir(data_dir)
+    counts = counts_from_dataset("lcquad2-train-part", data_dir)
     rows: dict[str, dict[str, Any]] = {}
     finals: dict[str, list[str]] = {}
     targets: dict[str, Path] = {}
@@ -83,7 +85,7 @@ def main() -> None:
     for name in names:
         targets[name] = args.work / f"memory-{name}"
         console.print(f"building the memory in {name} ...")
-        _, row = build(name, data_dir, targets[name])
+        _, row = build(name, catalog, counts, targets[name])
         console.print(f"{name}: {row}")
         memory = Memory.load(targets[name], query_encoder, verify=False)
         ws = Workspace(

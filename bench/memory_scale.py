@@ -94,6 +94,43 @@ def per_placeholder_ms(resolver, cases) -> list[float]:
     return sorted(times)
 
 
+def exact_recall(memory, data: Path, catalog, queries: int, settings: list[tuple[int, int]]) -> tuple:
+    """(recall@1, recall@10, the query texts, the sweep of `settings`) of the entity index against exact search."""
+    from pgmr.evaluation.oracle import oracle_cases
+    from pgmr.resolver.resolver import _search_texts
+
+    entities = memory.entities
+    # Recall on what the resolver searches with: LC-QuAD 2.0 validation entity placeholders (label, and label
+    # with description), the split settings are chosen on.
+    validation, _ = converted_split("validation", data, catalog)
+    searched = [
+        text
+        for case in random.Random(0).sample(oracle_cases(validation), queries)
+        for text in sum(_search_texts([p for p in case.query.placeholders if p.kind == "entity"]), [])
+    ]
+    texts = list(dict.fromkeys(searched))[:queries]
+    vectors = memory.encoder.encode(texts, batch_size=128)
+    found, _ = entities.index.search(vectors, 10)
+    # Exact top 10 over the stored vectors, slice by slice.
+    best_scores = np.full((len(texts), 10), -np.inf, dtype=np.float32)
+    best_ids = np.zeros((len(texts), 10), dtype=np.int64)
+    total = len(entities.index)
+    for start in range(0, total, SLICE):
+        ids = np.arange(start, min(total, start + SLICE))
+        scores = vectors @ entities.index.reconstruct(ids).T
+        merged_scores = np.concatenate([best_scores, scores], axis=1)
+        merged_ids = np.concatenate([best_ids, np.broadcast_to(ids, scores.shape)], axis=1)
+        # The 10 best of each row, then those 10 in order: a full sort of 200k columns a slice is minutes.
+        top = np.argpartition(-merged_scores, 9, axis=1)[:, :10]
+        inner = np.argsort(-np.take_along_axis(merged_scores, top, axis=1), axis=1)
+        order = np.take_along_axis(top, inner, axis=1)
+        best_scores = np.take_along_axis(merged_scores, order, axis=1)
+        best_ids = np.take_along_axis(merged_ids, order, axis=1)
+    recall1, recall10 = recall(found, best_scores)
+    tried = sweep(entities.index, vectors, best_scores, settings) if settings else []
+    return recall1, recall10, texts, tried
+
+
 def measure(
     memory_dir: Path,
     queries: int,
@@ -109,7 +146,6 @@ def measure(
     from pgmr.memory import Memory
     from pgmr.memory.page_cache import files_to_warm, warm_up
     from pgmr.resolver import Resolver
-    from pgmr.resolver.resolver import _search_texts
 
     started = time.perf_counter()
     memory = Memory.load(memory_dir, verify=False, warm=False, precision=precision)
@@ -135,34 +171,7 @@ def measure(
     texts: list[str] = []
     tried: list[dict] = []
     if with_recall:
-        # Recall on what the resolver searches with: LC-QuAD 2.0 validation entity placeholders (label, and label
-        # with description), the split settings are chosen on.
-        validation, _ = converted_split("validation", data, catalog)
-        searched = [
-            text
-            for case in random.Random(0).sample(oracle_cases(validation), queries)
-            for text in sum(_search_texts([p for p in case.query.placeholders if p.kind == "entity"]), [])
-        ]
-        texts = list(dict.fromkeys(searched))[:queries]
-        vectors = memory.encoder.encode(texts, batch_size=128)
-        found, _ = entities.index.search(vectors, 10)
-        # Exact top 10 over the stored vectors, slice by slice.
-        best_scores = np.full((len(texts), 10), -np.inf, dtype=np.float32)
-        best_ids = np.zeros((len(texts), 10), dtype=np.int64)
-        total = len(entities.index)
-        for start in range(0, total, SLICE):
-            ids = np.arange(start, min(total, start + SLICE))
-            scores = vectors @ entities.index.reconstruct(ids).T
-            merged_scores = np.concatenate([best_scores, scores], axis=1)
-            merged_ids = np.concatenate([best_ids, np.broadcast_to(ids, scores.shape)], axis=1)
-            # The 10 best of each row, then those 10 in order: a full sort of 200k columns a slice is minutes.
-            top = np.argpartition(-merged_scores, 9, axis=1)[:, :10]
-            inner = np.argsort(-np.take_along_axis(merged_scores, top, axis=1), axis=1)
-            order = np.take_along_axis(top, inner, axis=1)
-            best_scores = np.take_along_axis(merged_scores, order, axis=1)
-            best_ids = np.take_along_axis(merged_ids, order, axis=1)
-        recall1, recall10 = recall(found, best_scores)
-        tried = sweep(entities.index, vectors, best_scores, settings) if settings else []
+        recall1, recall10, texts, tried = exact_recall(memory, data, catalog, queries, settings)
 
     disk = sum(p.stat().st_size for p in memory_dir.rglob("*") if p.is_file())
     return {
