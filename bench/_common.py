@@ -154,3 +154,22 @@ def em_off_and_shipped(
         if threshold == 0.0:
             finals = [r.predicted_sparql or "" for r in evaluation.records]
     return row, finals
+
+
+def reranked_em(
+    memory: Memory, records: Sequence[QARecord], drafts: Sequence[Sequence[Any]], reranker: Any, config: Any
+) -> tuple[float, list[str]]:
+    """Each question's drafts chosen by `reranker` and resolved with `config` (a ResolverConfig) as the pipeline
+    does: Query EM over `records`, and the final queries ("" where refused or unresolved)."""
+    from pgmr.evaluation.metrics import query_exact_match
+    from pgmr.pipeline import StageConfig
+    from pgmr.pipeline.rerank import prepare_drafts
+    from pgmr.pipeline.stages import finish_all
+
+    stages = StageConfig(resolver=config)
+    questions = [r.question for r in records]
+    prepared = prepare_drafts(questions, drafts, "pgmr", Resolver(memory, config), stages.grounding, reranker)
+    results = finish_all(prepared, stages)
+    finals = [r.sparql if r.status == "resolved" and r.sparql else "" for r in results]
+    right = sum(bool(s) and query_exact_match(s, rec.sparql) for s, rec in zip(finals, records, strict=True))
+    return right / len(records), finals

@@ -15,17 +15,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from _common import console, table, write_result
+from _common import console, reranked_em, table, write_result
 from pgmr.config import default_memory_dir, resolve_data_dir
 from pgmr.datasets import load_named
-from pgmr.evaluation.metrics import query_exact_match
 from pgmr.experiments.outputs import load_drafts
 from pgmr.generators.trained import load_trained
 from pgmr.memory import Memory
-from pgmr.pipeline import StageConfig, shipped_resolver
-from pgmr.pipeline.rerank import prepare_drafts, reranker_of
-from pgmr.pipeline.stages import finish_all
-from pgmr.resolver import Resolver
+from pgmr.pipeline import shipped_resolver
+from pgmr.pipeline.rerank import reranker_of
 from pgmr.resolver.support import shipped_threshold
 
 
@@ -46,22 +43,12 @@ def main() -> None:
         name, _, path = spec.partition("=")
         records = list(load_named(name, data_dir).records)
         drafts = load_drafts(Path(path), records)
-        questions = [r.question for r in records]
         finals: dict[bool, list[str]] = {}
         row: dict[str, Any] = {"set": name, "questions": len(records)}
         for per_kind in (False, True):
             for threshold in (0.0, shipped_threshold()):
                 config = shipped_resolver(min_confidence=threshold, describing_per_kind=per_kind)
-                stages = StageConfig(resolver=config)
-                prepared = prepare_drafts(
-                    questions, drafts, "pgmr", Resolver(memory, config), stages.grounding, reranker
-                )
-                results = finish_all(prepared, stages)
-                sparql = [r.sparql if r.status == "resolved" and r.sparql else "" for r in results]
-                em = sum(
-                    bool(s) and query_exact_match(s, rec.sparql)
-                    for s, rec in zip(sparql, records, strict=True)
-                ) / len(records)
+                em, sparql = reranked_em(memory, records, drafts, reranker, config)
                 key = f"{'per_kind' if per_kind else 'shipped'}_{'off' if threshold == 0.0 else 'on'}"
                 row[key] = em
                 if threshold == 0.0:

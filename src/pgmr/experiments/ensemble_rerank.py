@@ -18,12 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgmr.experiments.rerank_fit import NothingToFit, accuracy, chooser, member_figures, report
 from pgmr.generators.ensemble import RERANKER_FILE
 from pgmr.jsonl import atomic_write_text
 from pgmr.pipeline.rerank import FEATURES, Reranker
+
+if TYPE_CHECKING:
+    from pgmr.resolver import ResolverConfig
 
 TUNED_ON = 600  # validation questions the seq2seq post-generation rules were tuned on
 SIGNALS_FILE = "drafts.signals.json"
@@ -44,11 +47,17 @@ class RerankFit:
 
 
 def validation_outcomes(
-    drafts_path: Path, data_dir: Path, memory: Any, ensemble: Path, also: Sequence[str] = ()
+    drafts_path: Path,
+    data_dir: Path,
+    memory: Any,
+    ensemble: Path,
+    also: Sequence[str] = (),
+    resolver: ResolverConfig | None = None,
 ) -> list[dict[str, Any]]:
     """Per question of `drafts_path` (`pgmr generate ENSEMBLE lcquad2-validation` rows): each draft's source,
     signals (the ensemble's verifier's among them, when it has one) and whether it is right (Query EM), each
-    draft resolved against `memory` (a pgmr.memory.Memory)."""
+    draft resolved against `memory` (a pgmr.memory.Memory) with `resolver` (default: `ResolverConfig()`, refusal
+    off, as the pipeline resolves drafts before it refuses)."""
     from pgmr.datasets import load_named
     from pgmr.datasets.splits import split_train_validation
     from pgmr.experiments.rerank_fit import draft_outcomes
@@ -69,7 +78,7 @@ def validation_outcomes(
         raise RerankFitError(
             f"{drafts_path}: expected `pgmr generate ENSEMBLE ...` rows with a 'drafts' list"
         )
-    stages = StageConfig(GroundingConfig(), resolver=ResolverConfig())
+    stages = StageConfig(GroundingConfig(), resolver=resolver or ResolverConfig())
     drafts = [
         tuple(Draft(d["source"], d["text"], d.get("confidence") or {}) for d in r["drafts"]) for r in rows
     ]
