@@ -111,7 +111,7 @@ def test_memory_load_encodes_queries_in_the_precision_asked(tmp_path, encoder) -
         assert hits[0].id == "Q1055"
 
 
-def test_building_takes_bfloat16_where_the_cpu_has_it_and_the_manifest_says_which(tmp_path: Path) -> None:
+def test_building_takes_each_precision_and_the_manifest_says_which(tmp_path: Path) -> None:
     from pgmr.kg.catalog import CatalogEntry, LabelCatalog
     from pgmr.memory import Memory, build_encoder, read_manifest
 
@@ -123,15 +123,16 @@ def test_building_takes_bfloat16_where_the_cpu_has_it_and_the_manifest_says_whic
         ]
     )
     auto = build_encoder(None)
-    assert auto.precision == ("bf16" if native_bf16("cpu") else "fp32")  # type: ignore[attr-defined]
+    # Without native bfloat16 the ONNX int8 encoder (the tests install ONNX Runtime).
+    assert auto.precision == ("bf16" if native_bf16("cpu") else "int8")  # type: ignore[attr-defined]
     cache = tmp_path / "cache"
     built = {}
-    for precision in ("fp32", "bf16"):
+    for precision in ("fp32", "bf16", "int8"):
         out = tmp_path / precision
         memory = Memory.build(catalog, out, build_encoder(None, precision), progress=False, cache_dir=cache)
         stats = memory.build_stats
         assert stats is not None
-        # One cache directory for both: float32 vectors are never taken for a bfloat16 build, nor the reverse.
+        # One cache directory for all: no precision's vectors are ever taken for another's build.
         assert stats.encoded == stats.texts and stats.cached == 0
         assert read_manifest(out).precision == precision
         built[precision] = Memory.load(out, precision="fp32")
@@ -140,7 +141,7 @@ def test_building_takes_bfloat16_where_the_cpu_has_it_and_the_manifest_says_whic
         catalog, tmp_path / "again", build_encoder(None, "bf16"), progress=False, cache_dir=cache
     )
     assert rebuilt.build_stats is not None and rebuilt.build_stats.encoded == 0
-    with pytest.raises(ValueError, match="auto, fp32, bf16"):
+    with pytest.raises(ValueError, match="auto, fp32, bf16, int8"):
         build_encoder(None, "fp16")
 
 
@@ -164,7 +165,7 @@ def test_a_manifest_from_before_the_precision_field_reads_as_float32(tmp_path: P
 def test_memory_build_takes_a_precision_and_refuses_an_unknown_one(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["memory", "build", "-o", str(tmp_path / "m"), "--precision", "fp16"])
     assert result.exit_code == 2, result.output
-    assert "auto, fp32, bf16" in result.output
+    assert "auto, fp32, bf16, int8" in result.output
     assert not (tmp_path / "m").exists()
 
 

@@ -81,22 +81,31 @@ def load_encoder(
 
 
 def build_encoder(name: str | None = None, precision: str = "auto", device: str = "cpu") -> Encoder:
-    """The encoder that writes a memory's vectors, in `precision` (pgmr.precision).
+    """The encoder that writes a memory's vectors, in `precision` (pgmr.precision.BUILD_PRECISIONS).
 
-    `auto` is PyTorch in bfloat16 where `device` computes it natively, float32 elsewhere. On this project's CPU
-    (AVX512-BF16) bfloat16 encodes 1.5x as many texts a second as ONNX Runtime's float32 (756 against 498,
-    bench/encoders.py), moves a vector by at most 1.2e-4 in cosine, and a memory built with it answers LC-QuAD
-    2.0 validation as the float32 one does (bench/memory_precision.py, docs/research-log.md 2026-12-07).
-    `fp32` gives vectors that do not depend on the machine (within 1e-7 between backends); the memory's
-    manifest records which was used. `$PGMR_ENCODER_BACKEND=onnx` means float32 here too.
+    `auto` is PyTorch in bfloat16 where `device` computes it natively; elsewhere ONNX Runtime with int8 weights
+    where it can run the model, else float32. Each was chosen on LC-QuAD 2.0 validation: a memory built with
+    it answers as a float32 one does (bench/memory_precision.py; docs/research-log.md, 2026-12-07). On a CPU
+    with AVX512-BF16, bfloat16 encodes 1.5x as many texts a second as ONNX Runtime's float32 (756 against 498)
+    and moves a vector by at most 1.2e-4 in cosine; on one without, int8 encodes 1.6x as many as float32 (423
+    against 267, bench/memory_precision.py) and moves a stored vector by up to 0.06. `fp32` gives vectors that do not depend on the machine (within 1e-7 between
+    backends); the memory's manifest records which was used. `$PGMR_ENCODER_BACKEND=onnx` means float32 for
+    `auto`.
     """
-    from pgmr.precision import check_precision, native_bf16
+    from pgmr.precision import check_build_precision, native_bf16
 
-    check_precision(precision)
+    check_build_precision(precision)
+    if precision == "int8":
+        return load_encoder(name, device=device, precision="int8")
     onnx_asked = (os.environ.get(BACKEND_ENV) or "auto") == "onnx"
-    if precision == "fp32" or onnx_asked or (precision == "auto" and not native_bf16(device)):
+    if precision == "fp32" or onnx_asked:
         return load_encoder(name, device=device, precision="fp32")
-    return SentenceTransformerEncoder(name, device=device, precision="bf16")
+    if precision == "bf16" or native_bf16(device):
+        return SentenceTransformerEncoder(name, device=device, precision="bf16")
+    try:
+        return load_encoder(name, device=device, precision="int8")
+    except ValueError:  # no ONNX Runtime, a GPU, or a model it cannot export
+        return load_encoder(name, device=device, precision="fp32")
 
 
 def load_query_encoder(name: str, precision: str, tuned: str = "") -> Encoder:
