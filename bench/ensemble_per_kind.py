@@ -8,8 +8,9 @@ For each resolution (`ResolverConfig(describing_per_kind=False)`, as shipped, an
 on `--fit-drafts` as `pgmr ensemble fit-rerank --drafts ... --also ...` fits it (LC-QuAD 2.0 validation after
 its first 600 questions, plus the `--also` sets), then each SET's drafts (`pgmr generate ENSEMBLE SET` rows) are
 chosen by that reranker and resolved with the same resolution: Query EM with refusal off and at the shipped
-threshold. A set that the fit saw (an `--also` set) is marked in-sample. ENSEMBLE's own reranker.json is read
-for its member list only, never written. Writes bench/results/OUT.json.
+threshold. A set that the fit saw (an `--also` set, and lcquad2-validation, whose first 600 only are out of
+sample) is marked in-sample. ENSEMBLE's own reranker.json is never read or written: only its members are
+used (and its verifier, for the fit's signals). Writes bench/results/OUT.json.
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ from pgmr.resolver import ResolverConfig
 from pgmr.resolver.support import shipped_threshold
 
 
+def _fitted_on(name: str, also: list[str]) -> bool:
+    """Whether the fit saw (some of) the set's questions: LC-QuAD 2.0 validation after its first 600 always."""
+    return name in also or name == "lcquad2-validation"
+
+
 def _percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.2f}"
 
@@ -45,7 +51,8 @@ def main() -> None:
     parser.add_argument("sets", nargs="*", help="SET=DRAFTS.jsonl")
     parser.add_argument("--data-dir")
     parser.add_argument("--out", default="ensemble_per_kind")
-    args = parser.parse_args()
+    # Intermixed: the sets may come after --also (a plain parse leaves them unrecognized there).
+    args = parser.parse_intermixed_args()
     data_dir = resolve_data_dir(args.data_dir)
     memory = Memory.load(default_memory_dir())
     members = list(member_dirs(args.ensemble))
@@ -73,7 +80,7 @@ def main() -> None:
             "sets": {},
         }
         for name, records, drafts in sets:
-            row: dict[str, Any] = {"questions": len(records), "in_sample": name in args.also}
+            row: dict[str, Any] = {"questions": len(records), "in_sample": _fitted_on(name, args.also)}
             for threshold, key in ((0.0, "off"), (shipped_threshold(), "on")):
                 config = shipped_resolver(min_confidence=threshold, describing_per_kind=per_kind)
                 row[key], finals = reranked_em(memory, records, drafts, fit.reranker, config)
@@ -87,7 +94,7 @@ def main() -> None:
         for run in runs:
             run["sets"][name]["differ"] = sum(x != y for x, y in zip(a, b, strict=True))
     columns = ["resolution", "LC-QuAD val first 600", "rest, two-fold"]
-    columns += [f"{n}{' (in fit)' if n in args.also else ''}" for n, _, _ in sets]
+    columns += [f"{n}{' (in fit)' if _fitted_on(n, args.also) else ''}" for n, _, _ in sets]
     console.print(
         table(
             f"{args.ensemble}, reranker refitted per resolution (Query EM, refusal off / at the shipped threshold)",
