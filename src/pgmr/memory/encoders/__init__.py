@@ -88,9 +88,9 @@ def build_encoder(name: str | None = None, precision: str = "auto", device: str 
     it answers as a float32 one does (bench/memory_precision.py; docs/research-log.md, 2026-12-07). On a CPU
     with AVX512-BF16, bfloat16 encodes 1.5x as many texts a second as ONNX Runtime's float32 (756 against 498)
     and moves a vector by at most 1.2e-4 in cosine; on one without, int8 encodes 1.6x as many as float32 (423
-    against 267, bench/memory_precision.py) and moves a stored vector by up to 0.06. `fp32` gives vectors that do not depend on the machine (within 1e-7 between
-    backends); the memory's manifest records which was used. `$PGMR_ENCODER_BACKEND=onnx` means float32 for
-    `auto`.
+    against 267, bench/memory_precision.py) and moves a stored vector by up to 0.06. `fp32` gives vectors that
+    do not depend on the machine (within 1e-7 between backends); the memory's manifest records which was used.
+    `$PGMR_ENCODER_BACKEND=onnx` means float32 for `auto`.
     """
     from pgmr.precision import check_build_precision, native_bf16
 
