@@ -173,3 +173,16 @@ def reranked_em(
     finals = [r.sparql if r.status == "resolved" and r.sparql else "" for r in results]
     right = sum(bool(s) and query_exact_match(s, rec.sparql) for s, rec in zip(finals, records, strict=True))
     return right / len(records), finals
+
+
+def draft_sets(specs: Sequence[str], data_dir: Path) -> list[tuple[str, list[QARecord], list[Any]]]:
+    """`SET=DRAFTS.jsonl` arguments read: each set's name, gold records and every question's drafts (as
+    `pgmr generate ENSEMBLE SET` writes them)."""
+    from pgmr.experiments.outputs import load_drafts
+
+    found = []
+    for spec in specs:
+        name, _, path = spec.partition("=")
+        records = list(load_named(name, data_dir).records)
+        found.append((name, records, load_drafts(Path(path), records)))
+    return found

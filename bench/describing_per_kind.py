@@ -15,10 +15,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from _common import console, reranked_em, table, write_result
+from _common import console, draft_sets, reranked_em, table, write_result
 from pgmr.config import default_memory_dir, resolve_data_dir
-from pgmr.datasets import load_named
-from pgmr.experiments.outputs import load_drafts
 from pgmr.generators.trained import load_trained
 from pgmr.memory import Memory
 from pgmr.pipeline import shipped_resolver
@@ -39,10 +37,7 @@ def main() -> None:
     memory = Memory.load(default_memory_dir())
     reranker = reranker_of(load_trained(args.model))
     rows: list[dict[str, Any]] = []
-    for spec in args.sets:
-        name, _, path = spec.partition("=")
-        records = list(load_named(name, data_dir).records)
-        drafts = load_drafts(Path(path), records)
+    for name, records, drafts in draft_sets(args.sets, data_dir):
         finals: dict[bool, list[str]] = {}
         row: dict[str, Any] = {"set": name, "questions": len(records)}
         for per_kind in (False, True):

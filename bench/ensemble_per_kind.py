@@ -20,12 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import console, reranked_em, table, write_result
+from _common import console, draft_sets, reranked_em, table, write_result
 from pgmr.config import default_memory_dir, resolve_data_dir
-from pgmr.datasets import load_named
 from pgmr.experiments.ensemble_dir import member_dirs
 from pgmr.experiments.ensemble_rerank import fit_reranker, validation_outcomes
-from pgmr.experiments.outputs import load_drafts
 from pgmr.memory import Memory
 from pgmr.pipeline import shipped_resolver
 from pgmr.resolver import ResolverConfig
@@ -56,11 +54,7 @@ def main() -> None:
     data_dir = resolve_data_dir(args.data_dir)
     memory = Memory.load(default_memory_dir())
     members = list(member_dirs(args.ensemble))
-    sets = []
-    for spec in args.sets:
-        name, _, path = spec.partition("=")
-        records = list(load_named(name, data_dir).records)
-        sets.append((name, records, load_drafts(Path(path), records)))
+    sets = draft_sets(args.sets, data_dir)
     runs: list[dict[str, Any]] = []
     for per_kind in (False, True):
         started = time.perf_counter()

@@ -30,14 +30,15 @@ def check_precision(value: str) -> str:
     return value
 
 
-# A memory's rows can also be encoded with int8 weights (ONNX Runtime): pgmr.memory.encoders.build_encoder.
-BUILD_PRECISIONS = (*PRECISIONS, "int8")
+# The sentence encoder also runs with int8 weights (ONNX Runtime): for a memory's rows
+# (pgmr.memory.encoders.build_encoder) and for its queries (the manifest's `query_precision`).
+ENCODER_PRECISIONS = (*PRECISIONS, "int8")
 
 
-def check_build_precision(value: str) -> str:
-    """`value` if a memory can be built in it (BUILD_PRECISIONS); else ValueError naming the choices."""
-    if value not in BUILD_PRECISIONS:
-        raise ValueError(f"unknown build precision {value!r}: expected one of {', '.join(BUILD_PRECISIONS)}")
+def check_encoder_precision(value: str, what: str = "encoder precision") -> str:
+    """`value` if the encoder runs in it (ENCODER_PRECISIONS); else ValueError naming `what` and the choices."""
+    if value not in ENCODER_PRECISIONS:
+        raise ValueError(f"unknown {what} {value!r}: expected one of {', '.join(ENCODER_PRECISIONS)}")
     return value
 
 

@@ -28,12 +28,17 @@ console = Console(stderr=True)
 out = Console()
 
 
-def precision_callback(value: str) -> str:
-    """A typer callback: a precision name, or a usage error (exit 2) naming the choices."""
-    try:
-        return check_precision(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+def usage_error_callback(check: Callable[[str], str]) -> Callable[[str], str]:
+    """A typer callback from a settings check: the checked value, or a usage error (exit 2) with the check's
+    message (e.g. a precision name and the choices)."""
+
+    def callback(value: str) -> str:
+        try:
+            return check(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+    return callback
 
 
 # Every command that loads a model or encodes queries (ask, serve, generate, demo, the experiments); a bad value is
@@ -41,7 +46,7 @@ def precision_callback(value: str) -> str:
 PRECISION_OPTION = typer.Option(
     DEFAULT_PRECISION,
     "--precision",
-    callback=precision_callback,
+    callback=usage_error_callback(check_precision),
     help="Number format of the models and the query encoder: auto (bfloat16 where the hardware computes it "
     "natively, else float32), fp32 or bf16",
 )

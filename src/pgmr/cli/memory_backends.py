@@ -6,21 +6,14 @@ from pathlib import Path
 
 import typer
 
-from pgmr.precision import BUILD_PRECISIONS, check_build_precision
-
-
-def _build_precision(value: str) -> str:
-    try:
-        return check_build_precision(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-
+from pgmr.cli.common import usage_error_callback
+from pgmr.precision import ENCODER_PRECISIONS, check_encoder_precision
 
 BUILD_PRECISION_OPTION = typer.Option(
     "auto",
     "--precision",
-    callback=_build_precision,
-    help=f"Number format the rows are encoded in ({', '.join(BUILD_PRECISIONS)}): auto is bfloat16 where the "
+    callback=usage_error_callback(lambda value: check_encoder_precision(value, "build precision")),
+    help=f"Number format the rows are encoded in ({', '.join(ENCODER_PRECISIONS)}): auto is bfloat16 where the "
     "CPU computes it natively, else int8 weights in ONNX Runtime where it runs, else float32 (1.5x and 1.6x "
     "faster than float32, the same validation Query EM); fp32 gives vectors that do not depend on the machine "
     "(--from-dump builds encode in float32)",

@@ -21,6 +21,7 @@ from pgmr.memory.cache import file_sha256
 from pgmr.memory.encoder import Encoder
 from pgmr.memory.errors import MemoryCorruptError, MemoryMismatchError, MemoryNotFoundError
 from pgmr.memory.rows import REBUILD_HINT, TEXT_TEMPLATE
+from pgmr.precision import check_encoder_precision
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,6 @@ SEARCH_OPTIONS: dict[str, tuple[str, ...]] = {
     "hnsw": ("ef_search",),
 }
 PRIOR_OPTIONS = {"age_share", "scale"}
-QUERY_PRECISIONS = ("auto", "fp32", "bf16", "int8")
 
 
 def index_file(kind: Kind, backend: str = "faiss") -> str:
@@ -206,11 +206,10 @@ def tune_search(
     """Set search options of a memory's indexes and the shape of its prior in its manifest (no other file
     changes, so no checksum does): validated, written to a temporary file and renamed over manifest.json.
     `prior`: age_share and scale of a dump-built memory's sitelinks prior (pgmr.resolver.ranking.prior_for).
-    `query_precision`: one of QUERY_PRECISIONS for the query encoder; `auto` follows the caller's precision."""
-    if query_precision is not None and query_precision not in QUERY_PRECISIONS:
-        raise ValueError(
-            f"unknown query precision {query_precision!r}: expected one of {', '.join(QUERY_PRECISIONS)}"
-        )
+    `query_precision`: one of pgmr.precision.ENCODER_PRECISIONS for the query encoder; `auto` follows the
+    caller's precision."""
+    if query_precision is not None:
+        check_encoder_precision(query_precision, "query precision")
     manifest = read_manifest(path)
     for name, value in options.items():
         if problem := _search_option_problem(manifest.index_kind, name, value):

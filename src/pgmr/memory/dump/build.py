@@ -38,8 +38,8 @@ from pgmr.memory.dump.parse_stage import ParseReport, ProgressCallback, catalog_
 from pgmr.memory.dump.state import LEDGER, BuildIdentity, WorkDir
 from pgmr.memory.encoder import Encoder, encoder_precision
 from pgmr.memory.errors import PgmrMemoryError
-from pgmr.memory.manifest import QUERY_PRECISIONS
 from pgmr.memory.store import Memory
+from pgmr.precision import check_encoder_precision
 
 # ~50 MB of a real dump: what a kill can lose at most, and one catalog shard of ~5,000 records.
 DEFAULT_LINES_PER_CHUNK = 5_000
@@ -60,7 +60,7 @@ class DumpBuildSettings:
     keep_work: bool = True
     cache_dir: Path | None = None  # an embedding cache to read vectors from (never written)
     drawn_vectors: bool = False  # synthetic dumps: draw non-namesake synthetic items' vectors
-    # The query encoder the memory asks for (manifest `query_precision`; QUERY_PRECISIONS). int8: at 10M items
+    # The query encoder the memory asks for (manifest `query_precision`; ENCODER_PRECISIONS). int8: at 10M items
     # encoding is the largest part of a slow question, and int8 halves it with the same validation Query EM
     # (docs/scale.md, 2026-12-07); `auto` follows the caller's precision.
     query_precision: str = "int8"
@@ -72,8 +72,7 @@ class DumpBuildSettings:
             raise ValueError("lines_per_chunk must be positive")
         if self.batch_size < 1:
             raise ValueError("batch_size must be positive")
-        if self.query_precision not in QUERY_PRECISIONS:
-            raise ValueError(f"query_precision must be one of {', '.join(QUERY_PRECISIONS)}")
+        check_encoder_precision(self.query_precision, "query_precision")
 
 
 @dataclass(frozen=True)

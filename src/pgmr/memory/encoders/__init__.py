@@ -81,7 +81,7 @@ def load_encoder(
 
 
 def build_encoder(name: str | None = None, precision: str = "auto", device: str = "cpu") -> Encoder:
-    """The encoder that writes a memory's vectors, in `precision` (pgmr.precision.BUILD_PRECISIONS).
+    """The encoder that writes a memory's vectors, in `precision` (pgmr.precision.ENCODER_PRECISIONS).
 
     `auto` is PyTorch in bfloat16 where `device` computes it natively; elsewhere ONNX Runtime with int8 weights
     where it can run the model, else float32. Each was chosen on LC-QuAD 2.0 validation: a memory built with
@@ -92,9 +92,9 @@ def build_encoder(name: str | None = None, precision: str = "auto", device: str 
     do not depend on the machine (within 1e-7 between backends); the memory's manifest records which was used.
     `$PGMR_ENCODER_BACKEND=onnx` means float32 for `auto`.
     """
-    from pgmr.precision import check_build_precision, native_bf16
+    from pgmr.precision import check_encoder_precision, native_bf16
 
-    check_build_precision(precision)
+    check_encoder_precision(precision, "build precision")
     if precision == "int8":
         return load_encoder(name, device=device, precision="int8")
     onnx_asked = (os.environ.get(BACKEND_ENV) or "auto") == "onnx"
