@@ -107,6 +107,18 @@ class TestFaissIvfpqRerankFastScan(TestFaissIvfpqRerank):
         return lambda dimension: create_index(cls.kind, dimension, "faiss", nbits=4)
 
 
+class TestFaissIvfpqRerankSq8(TestFaissIvfpqRerank):
+    """4-bit codes re-ranked from sq8 vectors (8 bits a dimension, ranges from the training rows): how
+    `pgmr memory recode --vectors sq8` stores them. Rows outside the trained ranges are clipped."""
+
+    reconstruct_atol = 2e-2
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def make_index(cls) -> Callable[[int], VectorIndex]:
+        return lambda dimension: create_index(cls.kind, dimension, "faiss", nbits=4, vectors="sq8")
+
+
 class TestMilvusLite(VectorIndexContract):
     """The Milvus backend against Milvus Lite (a local file served by pymilvus' own server process): the client
     path a Milvus cluster's URI takes too."""

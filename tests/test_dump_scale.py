@@ -22,6 +22,7 @@ from pgmr.memory.cache import EmbeddingCache
 from pgmr.memory.dump import ClusterSettings, DumpBuildSettings, build_from_dump
 from pgmr.memory.dump.catalog_rows import shard_rows
 from pgmr.memory.dump.synthetic_catalog import write_synthetic_catalog
+from pgmr.memory.page_cache import files_to_warm
 from pgmr.memory.row_table import ArrowRows, ListRows, write_arrow_rows
 from pgmr.memory.rows import MemoryRow
 from pgmr.resolver import Resolver
@@ -157,11 +158,17 @@ def test_a_build_from_a_catalog_with_cache_and_drawn_vectors_encodes_only_namesa
     assert manifest.index_kind == "ivfpq-rerank"
     loaded = Memory.load(out, encoder)
     assert isinstance(loaded.entities.rows, ArrowRows) and len(loaded.entities) == len(memory.entities)
-    # Its rows and lexical tier are read into the page cache in the background; the vectors are not.
+    # Its rows and lexical tier are read into the page cache in the background, and its index files (their
+    # re-ranked vectors) where they fit in well under the memory available, as this small one does.
     assert loaded.warming is not None and loaded.warming.wait(60)
     warmed = [out / d.rows_file for d in manifest.dictionaries.values()]
     warmed += [f for d in manifest.lexical.values() for f in (out / d).rglob("*") if f.is_file()]
-    assert loaded.warming.bytes_read == sum(f.stat().st_size for f in warmed)
+    indexes = sorted(
+        (out / d.index_file for d in manifest.dictionaries.values()), key=lambda f: f.stat().st_size
+    )
+    assert loaded.warming.bytes_read == sum(f.stat().st_size for f in [*warmed, *indexes])
+    assert files_to_warm(out, manifest, available=1 << 40)[-2:] == indexes
+    assert not set(files_to_warm(out, manifest, available=1 << 20)) & set(indexes)
     assert Memory.load(out, encoder, warm=False).warming is None
     # A real entity is found by its own label and description through the re-ranked index.
     named = next(e for e in real[0] if e.description)
@@ -206,6 +213,24 @@ def test_a_build_from_a_catalog_with_cache_and_drawn_vectors_encodes_only_namesa
         fast.entities.index.reconstruct(np.array([position])),
         loaded.entities.index.reconstruct(np.array([position])),
     )
+    # The stored vectors as sq8 (8 bits a dimension): a smaller file, the same answer.
+    before = (out / "entities.4bit.faiss").stat().st_size
+    recoded = runner.invoke(app, ["memory", "recode", str(out), "--vectors", "sq8"])
+    assert recoded.exit_code == 0, recoded.output
+    assert read_manifest(out).dictionaries["entity"].index_file == "entities.4bit.sq8.faiss"
+    assert (out / "entities.4bit.sq8.faiss").stat().st_size < 0.7 * before
+    small = Memory.load(out, encoder, verify=True)
+    assert small.entities.index.options()["vectors"] == "sq8"
+    assert small.entities.search([f"{named.label}, {named.description}"], k=5)[0][0].id == named.id
+    np.testing.assert_allclose(
+        small.entities.index.reconstruct(np.array([position])),
+        loaded.entities.index.reconstruct(np.array([position])),
+        atol=0.02,
+    )
+    wrong = runner.invoke(app, ["memory", "recode", str(out), "--vectors", "int4"])
+    assert wrong.exit_code == 2 and "one of fp16, sq8" in wrong.output
+    misplaced = runner.invoke(app, ["memory", "build", "-o", str(tmp_path / "m"), "--rerank-vectors", "sq8"])
+    assert misplaced.exit_code == 2 and "applies to --index ivfpq-rerank" in misplaced.output
 
 
 def test_drawn_vectors_are_refused_for_a_dump_file(world: SyntheticDump, tmp_path: Path) -> None:
@@ -296,16 +321,19 @@ def test_an_index_stage_resumed_from_its_parts_gives_the_same_memory(  # type: i
     catalog: Path, cache: Path, tmp_path: Path
 ) -> None:
     """ivfpq-rerank encodes each shard's rows into codes once (a part); a resumed stage redoes only the parts
-    without their `done` marker, with the trained state it kept, and assembles the same memory."""
+    without their `done` marker, with the trained state it kept, and assembles the same memory. With sq8
+    vectors, whose ranges the trained state carries to every part (`--rerank-vectors sq8`)."""
     from pgmr.memory.dump import work_dir_for
 
     settings = DumpBuildSettings(
         cluster=ClusterSettings(workers=1), cache_dir=cache, drawn_vectors=True, index_kind="ivfpq-rerank",
-        index_options={"nlist": 8, "m": 16, "nprobe": 8},
+        index_options={"nlist": 8, "m": 16, "nprobe": 8, "vectors": "sq8"},
     )  # fmt: skip
     out = tmp_path / "memory"
     build_from_dump(catalog, out, settings)
     first = read_manifest(out)
+    assert first.dictionaries["entity"].index_file.endswith(".faiss")
+    assert Memory.load(out, warm=False).entities.index.options()["vectors"] == "sq8"
     parts = work_dir_for(out) / "index" / "parts"
     done = sorted(parts.glob("*.done"))
     assert len(done) == len(list(catalog.glob("shard-*.parquet"))) >= 3

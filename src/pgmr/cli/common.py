@@ -28,11 +28,11 @@ console = Console(stderr=True)
 out = Console()
 
 
-def usage_error_callback(check: Callable[[str], str]) -> Callable[[str], str]:
+def usage_error_callback(check: Callable[[T], T]) -> Callable[[T], T]:
     """A typer callback from a settings check: the checked value, or a usage error (exit 2) with the check's
     message (e.g. a precision name and the choices)."""
 
-    def callback(value: str) -> str:
+    def callback(value: T) -> T:
         try:
             return check(value)
         except ValueError as exc:

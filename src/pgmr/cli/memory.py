@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from pgmr.cli.common import Settings, console, out, print_error, progress_callback
-from pgmr.cli.memory_backends import BUILD_PRECISION_OPTION, backend_options
+from pgmr.cli.memory_backends import BUILD_PRECISION_OPTION, RERANK_VECTORS_OPTION, backend_options
 from pgmr.cli.memory_graph import (
     DESCRIPTION_PREDICATE_OPTION,
     ENDPOINT_TIMEOUT_OPTION,
@@ -21,6 +21,7 @@ from pgmr.cli.memory_graph import (
     PAGE_SIZE_OPTION,
     RETRIES_OPTION,
 )
+from pgmr.cli.memory_recode import recode
 from pgmr.config import default_memory_dir
 from pgmr.datasets import DatasetError
 from pgmr.kg.catalog import LabelCatalog
@@ -99,6 +100,7 @@ def build(
     retries: int = RETRIES_OPTION,
     page_pause: float = PAGE_PAUSE_OPTION,
     precision: str = BUILD_PRECISION_OPTION,
+    rerank_vectors: str | None = RERANK_VECTORS_OPTION,
 ) -> None:
     """Embed every label (+ aliases) with its description and write the FAISS indexes atomically."""
     settings: Settings = ctx.obj
@@ -107,7 +109,7 @@ def build(
         raise typer.Exit(2)
     target = out_dir or default_memory_dir()
     try:
-        index_settings = backend_options(index_backend, index, milvus_uri, target)
+        index_settings = backend_options(index_backend, index, milvus_uri, target, rerank_vectors)
     except ValueError as exc:
         print_error(exc)
         raise typer.Exit(2) from None
@@ -294,40 +296,7 @@ def tune(
         )
 
 
-@app.command()
-def recode(
-    memory_dir: Path = typer.Argument(..., help="Memory directory with ivfpq-rerank indexes"),
-    nbits: int = typer.Option(
-        4, min=4, max=8, help="Bits per code: 4 scans with SIMD (fast-scan), 8 as built"
-    ),
-    m: int | None = typer.Option(None, min=1, help="Sub-quantizers (default: as built)"),
-) -> None:
-    """Give an ivfpq-rerank memory new PQ codes from its stored vectors (texts are not encoded again)."""
-    from pgmr.memory.cache import file_sha256
-    from pgmr.memory.indexes.recode import recode_file
-    from pgmr.memory.manifest import swap_index_file
-
-    try:
-        manifest = read_manifest(memory_dir)
-        if manifest.index_kind != "ivfpq-rerank" or manifest.index_backend != "faiss":
-            raise ValueError(
-                f"{memory_dir} has a {manifest.index_kind} index; only ivfpq-rerank can be re-coded"
-            )
-        for kind, entry in manifest.dictionaries.items():
-            stem = entry.index_file.split(".")[0]
-            name = f"{stem}.{f'm{m}x{nbits}' if m else f'{nbits}bit'}.faiss"
-            # A new name, so that the manifest switches from one whole file to the other.
-            name = f"{stem}.faiss" if name == entry.index_file else name
-            with progress_callback(f"re-coding the {kind} index") as progress:
-                recode_file(
-                    memory_dir / entry.index_file, memory_dir / name, m=m, nbits=nbits,
-                    scratch_dir=str(memory_dir), progress=progress,
-                )  # fmt: skip
-            swap_index_file(memory_dir, kind, name, file_sha256(memory_dir / name))  # type: ignore[arg-type]
-            console.print(f"{kind}: {entry.index_file} -> {name}")
-    except (PgmrMemoryError, ValueError, OSError) as exc:
-        print_error(exc)
-        raise typer.Exit(2) from None
+app.command()(recode)
 
 
 __all__ = ["app", "open_memory"]

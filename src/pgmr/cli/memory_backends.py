@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from pgmr.cli.common import usage_error_callback
+from pgmr.memory.indexes.vector_codec import DEFAULT_VECTOR_FORMAT, VECTOR_FORMATS
 from pgmr.precision import ENCODER_PRECISIONS, check_encoder_precision
 
 BUILD_PRECISION_OPTION = typer.Option(
@@ -20,14 +21,29 @@ BUILD_PRECISION_OPTION = typer.Option(
 )
 
 
+RERANK_VECTORS_OPTION = typer.Option(
+    None,
+    help=f"--index ivfpq-rerank: how the re-ranked vectors are stored ({', '.join(VECTOR_FORMATS)}): sq8 takes 8 "
+    "bits a dimension, half of fp16, so that the page cache holds them at 10M items (docs/scale.md) "
+    f"[default: {DEFAULT_VECTOR_FORMAT}]",
+)
+
 MILVUS_INDEX_TYPES = {"flat": "FLAT", "hnsw": "HNSW", "ivfpq": "IVF_PQ"}
 
 
-def backend_options(backend: str, index: str, milvus_uri: str | None, target: Path) -> dict[str, str]:
+def backend_options(
+    backend: str, index: str, milvus_uri: str | None, target: Path, rerank_vectors: str | None = None
+) -> dict[str, str]:
+    if rerank_vectors is not None and (backend, index) != ("faiss", "ivfpq-rerank"):
+        raise ValueError("--rerank-vectors applies to --index ivfpq-rerank (FAISS)")
+    if rerank_vectors is not None and rerank_vectors not in VECTOR_FORMATS:
+        raise ValueError(
+            f"--rerank-vectors must be one of {', '.join(VECTOR_FORMATS)}, got {rerank_vectors!r}"
+        )
     if backend == "faiss":
         if milvus_uri:
             raise ValueError("--milvus-uri needs --index-backend milvus")
-        return {}
+        return {"vectors": rerank_vectors} if rerank_vectors else {}
     if backend == "milvus":
         if index not in MILVUS_INDEX_TYPES:
             raise ValueError(

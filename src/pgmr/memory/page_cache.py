@@ -4,9 +4,12 @@ A dump-built memory's rows (memory-mapped Arrow) and its lexical tier are read a
 question. Cold, each place is a disk access: right after a 10M-item memory's files left the page cache, its p99
 resolve time was 151 ms per placeholder (bench/memory_scale.py). `warm_up` reads those files once, sequentially,
 in a background thread (3.5 GB in about 6 s here), so that a server's first questions find them cached.
-posix_fadvise(WILLNEED) over a whole 3 GB file was tried first: it returned at once and cached little. The
-float16 vectors of an ivfpq-rerank index stay out: at scale they are larger than RAM, and each question's few
-hundred are announced and read on their own (pgmr.memory.indexes.row_reader).
+posix_fadvise(WILLNEED) over a whole 3 GB file was tried first: it returned at once and cached little.
+
+An ivfpq-rerank index file (its stored vectors, re-ranked a few hundred rows a question) is read too when it
+fits in well under the memory available: then no question waits for the disk. At 10M items float16 vectors
+(15.5 GB) do not fit beside a server on a 24 GB machine, and each question's rows are announced and read on
+their own (pgmr.memory.indexes.row_reader); sq8 ones (7.7 GB) do.
 """
 
 from __future__ import annotations
@@ -65,7 +68,35 @@ def warm_up(paths: Sequence[Path]) -> WarmUp | None:
     return WarmUp(files) if files else None
 
 
-def files_to_warm(path: Path, manifest: MemoryManifest) -> list[Path]:
-    """A memory's Arrow rows files and lexical tier: none for a memory whose rows are held in RAM (JSONL)."""
+# Re-ranked vectors are read ahead only while they take at most this share of the memory available: the rest
+# stays for the server, other processes and the files above.
+VECTORS_SHARE = 0.6
+
+
+def available_memory() -> int | None:
+    """Bytes the kernel can give without swapping (MemAvailable: free plus reclaimable page cache)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def files_to_warm(path: Path, manifest: MemoryManifest, available: int | None = None) -> list[Path]:
+    """A memory's Arrow rows files and lexical tier (none for a memory whose rows are held in RAM: JSONL), then
+    its ivfpq-rerank index files if they fit in VECTORS_SHARE of `available` (default: MemAvailable)."""
     arrow = [path / d.rows_file for d in manifest.dictionaries.values() if d.rows_file.endswith(".arrow")]
-    return [*arrow, *(path / d for d in manifest.lexical.values())] if arrow else []
+    files = [*arrow, *(path / d for d in manifest.lexical.values())] if arrow else []
+    if manifest.index_kind != "ivfpq-rerank" or manifest.index_backend != "faiss":
+        return files
+    indexes = [path / d.index_file for d in manifest.dictionaries.values()]
+    try:
+        size = sum(f.stat().st_size for f in indexes)
+    except OSError:
+        return files
+    room = available_memory() if available is None else available
+    # Smallest first (relations before entities), so that the rows most questions touch are cached soonest.
+    fits = room is not None and size <= VECTORS_SHARE * room
+    return [*files, *sorted(indexes, key=lambda f: f.stat().st_size)] if fits else files

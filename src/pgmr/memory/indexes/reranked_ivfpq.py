@@ -1,20 +1,16 @@
-"""IVF-PQ with exact re-ranking from float16 vectors on disk: the index kind for memories of millions of items.
+"""IVF-PQ with exact re-ranking from vectors on disk: the index kind for memories of millions of items.
 
 IVF-PQ alone keeps 48-byte codes a row but misses the recall bar (recall@10 0.78 against exact search at 1M
 rows, docs/scale.md); IVF-SQ8 and HNSW meet it but keep 384 and 1,536+ bytes a row in RAM, 8 and 30+ GB at 20M
-rows. This kind searches the codes for `rerank` candidates, then scores those exactly from the float16 vectors,
-which stay on disk: a query reads `rerank` rows of them (pgmr.memory.indexes.row_reader). RAM holds the
-codes (by default 96 bytes a row for 384 dimensions, plus an 8-byte ID: 2.1 GB at 20M rows).
-
-One file holds both, so a memory's manifest checksums it as any index:
-
-    [.npy: float16 vectors, (rows, dimension)] [FAISS IndexIVFPQ or IndexIVFPQFastScan, serialized]
-    [8-byte offset of the FAISS part] [8-byte rerank depth] [8-byte magic]
+rows. This kind searches the codes for `rerank` candidates, then scores those from stored vectors, which stay
+on disk: a query reads `rerank` rows of them (pgmr.memory.indexes.row_reader). The stored vectors are float16
+(exact up to rounding) or 8-bit codes with a range per dimension (`vectors="sq8"`: half the bytes, so that the
+page cache holds them; pgmr.memory.indexes.vector_codec). RAM holds the PQ codes (by default 96 bytes a row
+for 384 dimensions, plus an 8-byte ID: 2.1 GB at 20M rows). One file holds both (reranked_format).
 """
 
 from __future__ import annotations
 
-import io
 import os
 import struct
 import tempfile
@@ -29,18 +25,25 @@ import numpy as np
 
 from pgmr.memory.errors import IndexTrainingError
 from pgmr.memory.indexes.faiss_index import _faiss, default_nlist, default_pq_m
+from pgmr.memory.indexes.reranked_format import (
+    HEADER as _HEADER,
+)
+from pgmr.memory.indexes.reranked_format import (
+    KIND,
+    is_reranked_file,
+    npy_header,
+    read_layout,
+    trailer,
+)
 from pgmr.memory.indexes.row_reader import SCATTERED_MAX, RowReader
+from pgmr.memory.indexes.vector_codec import DEFAULT_VECTOR_FORMAT, VECTOR_FORMATS, VectorCodec, dtype_of
 
-KIND = "ivfpq-rerank"
-MAGIC = b"PGMRIVR1"
-_TRAILER = struct.Struct("<QQ8s")
 # Rows k-means and the PQ codebooks train on: enough for 4,096 lists, bounded so that training takes minutes.
 TRAIN_ROWS = 200_000
 # Rows per write when vectors are copied: bounded memory whatever the size.
 _SLICE = 1 << 18
-# The scratch file keeps room for the .npy header in front of its vectors, so that `save` can finish it in
-# place and rename it (no second copy of ~17 GB at 10M items). 128 bytes hold the header of any 2-d shape.
-_HEADER = 128
+# A trained state (`trained_state`): the vector format, its range block, then the FAISS index.
+_STATE = struct.Struct("<4sQ")
 
 
 def _scratch_file(directory: str | None) -> Path:
@@ -50,10 +53,11 @@ def _scratch_file(directory: str | None) -> Path:
 
 
 class RerankedIVFPQ:
-    """FAISS IndexIVFPQ (inner product) over unit vectors, re-ranked exactly from float16 copies of them.
+    """FAISS IndexIVFPQ (inner product) over unit vectors, re-ranked from stored copies of them (float16, or
+    sq8: 8 bits a dimension, ranges taken from the training sample).
 
     It trains on the rows of its first `add` (or on `train(sample)` beforehand, so that rows can then come in
-    shards); float16 vectors being added spill to a scratch file, and `save` writes the single index file.
+    shards); stored vectors being added spill to a scratch file, and `save` writes the single index file.
     """
 
     def __init__(
@@ -65,6 +69,7 @@ class RerankedIVFPQ:
         nbits: int = 8,
         nprobe: int = 128,
         rerank: int = 100,
+        vectors: str = DEFAULT_VECTOR_FORMAT,
         scratch_dir: str | None = None,
     ) -> None:
         if dimension < 1:
@@ -73,17 +78,22 @@ class RerankedIVFPQ:
             raise ValueError(f"{KIND} m={m} must divide the dimension {dimension}")
         if rerank < 1 or nprobe < 1:
             raise ValueError("rerank and nprobe must be positive")
+        if vectors not in VECTOR_FORMATS:
+            raise ValueError(f"{KIND} vectors must be one of {', '.join(VECTOR_FORMATS)}, got {vectors!r}")
         self._dimension = dimension
         self._nlist, self._m, self._nbits = nlist, m, nbits
         self.nprobe, self.rerank = nprobe, rerank
         self._scratch_dir = scratch_dir
         self._index: Any = None
         self._lock = threading.Lock()
-        # Float16 vectors: a scratch file being appended to, or the memory-mapped part of a loaded file.
+        # sq8 takes its ranges from the training sample, so its codec exists once the index is trained.
+        self._vector_kind = vectors
+        self._codec: VectorCodec | None = VectorCodec() if vectors == "fp16" else None
+        # Stored vectors: a scratch file being appended to, or the memory-mapped part of a loaded file.
         self._scratch: Path | None = None
         self._scratch_handle: BinaryIO | None = None
         self._finalizer: Any = None
-        self._vectors: np.ndarray = np.zeros((0, dimension), dtype=np.float16)
+        self._vectors: np.ndarray = np.zeros((0, dimension), dtype=dtype_of(vectors))
         # Scattered reads of a saved file's vectors (re-ranking), without the memory map's read-around.
         self._reader: RowReader | None = None
 
@@ -103,6 +113,7 @@ class RerankedIVFPQ:
 
     def options(self) -> dict[str, int | str]:
         options: dict[str, int | str] = {"nbits": self._nbits, "nprobe": self.nprobe, "rerank": self.rerank}
+        options["vectors"] = self._vector_kind
         if self._index is not None:
             options.update(nlist=int(self._index.nlist), m=int(self._index.pq.M))
         return options
@@ -139,6 +150,7 @@ class RerankedIVFPQ:
             pick = np.random.default_rng(0).choice(len(sample), TRAIN_ROWS, replace=False)
             sample = sample[np.sort(pick)]
         index.train(sample)
+        self._codec = VectorCodec.fit(self._vector_kind, sample)
         self._index = index
 
     def _open_scratch(self) -> BinaryIO:
@@ -163,17 +175,23 @@ class RerankedIVFPQ:
             self._append(vectors, lambda: self._index.add(vectors))
 
     def _append(self, vectors: np.ndarray, add_codes: Callable[[], None]) -> None:
-        """Float16 copies to the scratch file, then the codes (`add_codes`), then the map over all rows."""
+        """Stored copies to the scratch file, then the codes (`add_codes`), then the map over all rows."""
+        codec = self._trained_codec()
         handle = self._open_scratch()
         handle.seek(0, os.SEEK_END)
-        handle.write(vectors.astype(np.float16).tobytes())
+        handle.write(codec.encode(vectors).tobytes())
         handle.flush()
         add_codes()
         assert self._scratch is not None
         self._reader = None
         self._vectors = np.memmap(
-            self._scratch, dtype=np.float16, mode="r", offset=_HEADER, shape=(len(self), self._dimension)
+            self._scratch, dtype=codec.dtype, mode="r", offset=_HEADER, shape=(len(self), self._dimension)
         )
+
+    def _trained_codec(self) -> VectorCodec:
+        if self._codec is None:
+            raise IndexTrainingError(f"train this {KIND} index before adding rows")
+        return self._codec
 
     # -- encoding apart from adding (a dump build's index stage, resumable shard by shard) --------------------
 
@@ -181,16 +199,27 @@ class RerankedIVFPQ:
         """The trained, still empty index: what `restore_trained` takes to encode rows the same way later."""
         if self._index is None or self._index.ntotal:
             raise IndexTrainingError(f"only a trained, empty {KIND} index has a trained state to save")
-        return bytes(_faiss().serialize_index(self._index).tobytes())
+        side = self._trained_codec().side_block()
+        head = _STATE.pack(self._vector_kind.encode(), len(side))
+        return head + side + bytes(_faiss().serialize_index(self._index).tobytes())
 
     def restore_trained(self, state: bytes) -> None:
         faiss = _faiss()
-        index = faiss.deserialize_index(np.frombuffer(state, dtype=np.uint8))
+        wrong = f"not the trained state of an empty {KIND} index of dimension {self._dimension}"
+        if len(state) < _STATE.size:
+            raise IndexTrainingError(wrong)
+        kind, side = _STATE.unpack_from(state)
+        if kind.rstrip(b"\0").decode(errors="replace") != self._vector_kind:
+            raise IndexTrainingError(f"{wrong} with {self._vector_kind} vectors")
+        block = state[_STATE.size : _STATE.size + side]
+        try:
+            codec = VectorCodec.from_side_block(dtype_of(self._vector_kind), block, self._dimension)
+            index = faiss.deserialize_index(np.frombuffer(state[_STATE.size + side :], dtype=np.uint8))
+        except (ValueError, RuntimeError):
+            raise IndexTrainingError(wrong) from None
         if not isinstance(index, _pq_kinds()) or index.d != self._dimension or index.ntotal:
-            raise IndexTrainingError(
-                f"not the trained state of an empty {KIND} index of dimension {self._dimension}"
-            )
-        self._index = index
+            raise IndexTrainingError(wrong)
+        self._codec, self._index = codec, index
 
     def encode_rows(self, vectors: np.ndarray) -> np.ndarray:
         """Rows' codes (list number and PQ code, uint8) as `add` would store them: the costly part of adding."""
@@ -245,12 +274,13 @@ class RerankedIVFPQ:
         return out_scores, out_ids
 
     def _rows_at(self, row_ids: np.ndarray) -> np.ndarray:
+        codec = self._trained_codec()
         if self._reader is not None and len(row_ids) <= SCATTERED_MAX:
-            return self._reader.read(row_ids)
-        return np.asarray(self._vectors[row_ids], dtype=np.float32)
+            return codec.decode(self._reader.read(row_ids))
+        return codec.decode(self._vectors[row_ids])
 
     def reconstruct(self, row_ids: np.ndarray) -> np.ndarray:
-        """The stored vectors (float16 precision) of some rows."""
+        """The stored vectors (float16 or sq8 precision) of some rows."""
         row_ids = np.asarray(row_ids, dtype=np.int64)
         if not len(row_ids):
             return np.zeros((0, self._dimension), dtype=np.float32)
@@ -272,44 +302,46 @@ class RerankedIVFPQ:
         faiss = _faiss()
         self._index.nprobe = self.nprobe
         path = Path(path)
-        header = io.BytesIO()
-        np.lib.format.write_array_header_1_0(
-            header, {"descr": "<f2", "fortran_order": False, "shape": (len(self), self._dimension)}
-        )
-        tail = faiss.serialize_index(self._index).tobytes()
+        codec = self._trained_codec()
+        header = npy_header(len(self), self._dimension, codec.dtype)
+        # The range block (sq8) sits between the stored rows and the FAISS part.
+        side = codec.side_block()
+        tail = side + faiss.serialize_index(self._index).tobytes()
         if (
             self._scratch_handle is not None
-            and len(header.getvalue()) == _HEADER
-            and self._finish_scratch(path, header.getvalue(), tail)
+            and len(header) == _HEADER
+            and self._finish_scratch(path, header, tail, len(side))
         ):
             return
         tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
         try:
             with tmp.open("wb") as handle:
-                handle.write(header.getvalue())
+                handle.write(header)
                 # In slices: the vectors can be larger than RAM.
                 for start in range(0, len(self), _SLICE):
                     handle.write(np.ascontiguousarray(self._vectors[start : start + _SLICE]).tobytes())
-                offset = handle.tell()
+                offset = handle.tell() + len(side)
                 handle.write(tail)
-                handle.write(_TRAILER.pack(offset, self.rerank, MAGIC))
+                handle.write(trailer(offset, self.rerank))
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
 
-    def _finish_scratch(self, path: Path, header: bytes, tail: bytes) -> bool:
-        """Header, FAISS part and trailer written into the scratch file, which then becomes `path`. False (and
-        the scratch file as it was) when it lies on another file system. Later adds start a new scratch."""
+    def _finish_scratch(self, path: Path, header: bytes, tail: bytes, side: int) -> bool:
+        """Header, range block, FAISS part and trailer written into the scratch file, which then becomes `path`.
+        False (and the scratch file as it was) when it lies on another file system. Later adds start a new
+        scratch."""
         assert self._scratch is not None and self._scratch_handle is not None
         handle = self._scratch_handle
-        offset = _HEADER + len(self) * self._dimension * 2
+        codec = self._trained_codec()
+        end = _HEADER + len(self) * self._dimension * codec.dtype.itemsize
         handle.seek(0)
         handle.write(header)
-        handle.seek(offset)
+        handle.seek(end)
         handle.write(tail)
-        handle.write(_TRAILER.pack(offset, self.rerank, MAGIC))
+        handle.write(trailer(end + side, self.rerank))
         handle.flush()
         os.fsync(handle.fileno())
         try:
@@ -317,51 +349,27 @@ class RerankedIVFPQ:
             os.chmod(self._scratch, 0o644)
             os.replace(self._scratch, path)
         except OSError:
-            handle.truncate(offset)
+            handle.truncate(end)
             return False
         handle.close()
         self._finalizer.detach()
         self._scratch = self._scratch_handle = None
         self._vectors = np.memmap(
-            path, dtype=np.float16, mode="r", offset=_HEADER, shape=(len(self), self._dimension)
+            path, dtype=codec.dtype, mode="r", offset=_HEADER, shape=(len(self), self._dimension)
         )
-        self._reader = RowReader(path, _HEADER, len(self), self._dimension, np.float16)
+        self._reader = RowReader(path, _HEADER, len(self), self._dimension, codec.dtype)
         return True
 
     @classmethod
     def load(cls, path: Path | str, rerank: int | None = None) -> RerankedIVFPQ:
         faiss = _faiss()
         path = Path(path)
-        size = path.stat().st_size
-        with path.open("rb") as handle:
-            if size < _TRAILER.size:
-                raise ValueError(f"{path}: too short for an {KIND} index")
-            handle.seek(size - _TRAILER.size)
-            offset, rerank_depth, magic = _TRAILER.unpack(handle.read(_TRAILER.size))
-            if magic != MAGIC:
-                raise ValueError(f"{path}: not an {KIND} index (no trailer)")
-            handle.seek(0)
-            try:
-                np.lib.format.read_magic(handle)
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle)
-            except ValueError as exc:
-                raise ValueError(f"{path}: damaged {KIND} index ({exc})") from None
-            header = handle.tell()
-            if (
-                dtype != np.float16
-                or fortran
-                or len(shape) != 2
-                or header + shape[0] * shape[1] * 2 != offset
-            ):
-                raise ValueError(f"{path}: damaged {KIND} index (vector part does not match its header)")
-            if not offset < size - _TRAILER.size:
-                raise ValueError(f"{path}: damaged {KIND} index (no FAISS part)")
-            handle.seek(offset)
-            raw_bytes = np.frombuffer(handle.read(size - _TRAILER.size - offset), dtype=np.uint8)
-        raw = faiss.deserialize_index(raw_bytes)
+        layout = read_layout(path)
+        raw = faiss.deserialize_index(np.frombuffer(layout.faiss_part, dtype=np.uint8))
         if not isinstance(raw, _pq_kinds()) or raw.metric_type != faiss.METRIC_INNER_PRODUCT:
             raise ValueError(f"{path}: the FAISS part is not an inner-product IVF-PQ index")
-        if raw.d != shape[1] or raw.ntotal != shape[0]:
+        shape = (layout.rows, layout.dimension)
+        if raw.d != layout.dimension or raw.ntotal != layout.rows:
             raise ValueError(f"{path}: the FAISS part holds {raw.ntotal} x {raw.d}, the vectors {shape}")
         index = cls(
             int(raw.d),
@@ -369,25 +377,14 @@ class RerankedIVFPQ:
             m=int(raw.pq.M),
             nbits=int(raw.pq.nbits),
             nprobe=int(raw.nprobe),
-            rerank=rerank or max(1, int(rerank_depth)),
+            rerank=rerank or max(1, layout.rerank_depth),
+            vectors=layout.codec.kind,
         )
-        index._index = raw
-        index._vectors = np.memmap(path, dtype=np.float16, mode="r", offset=header, shape=tuple(shape))
-        index._reader = RowReader(path, header, int(shape[0]), int(shape[1]), np.float16)
+        index._index, index._codec = raw, layout.codec
+        dtype = layout.codec.dtype
+        index._vectors = np.memmap(path, dtype=dtype, mode="r", offset=layout.vectors_offset, shape=shape)
+        index._reader = RowReader(path, layout.vectors_offset, layout.rows, layout.dimension, dtype)
         return index
-
-
-def is_reranked_file(path: Path | str) -> bool:
-    """Whether a file ends with this format's trailer (how `load_index` tells it from a plain FAISS file)."""
-    try:
-        with Path(path).open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            if handle.tell() < _TRAILER.size:
-                return False
-            handle.seek(-_TRAILER.size, os.SEEK_END)
-            return _TRAILER.unpack(handle.read(_TRAILER.size))[2] == MAGIC
-    except OSError:
-        return False
 
 
 def _pq_kinds() -> tuple[Any, ...]:
@@ -397,3 +394,6 @@ def _pq_kinds() -> tuple[Any, ...]:
 
 def _remove(path: Path) -> None:
     path.unlink(missing_ok=True)
+
+
+__all__ = ["KIND", "RerankedIVFPQ", "is_reranked_file"]
