@@ -2,13 +2,15 @@
 resolve latency per placeholder.
 
     python bench/memory_scale.py MEMORY [MEMORY ...] [--queries 300] [--placeholders 300]
-        [--encoder-backends onnx,torch,onnx-int8] [--no-recall]
+        [--encoder-backends onnx,torch,onnx-int8] [--no-recall] [--exact-from MEMORY]
 
 Build figures (per-stage times, peak RSS of the build) come from each build's report and `/usr/bin/time -v`
 (docs/scale.md gives the commands). Recall: the query texts are what the resolver searches for LC-QuAD 2.0
 validation entity placeholders (labels, and labels with descriptions), searched through the memory's index
 (k=10) and exactly (every stored vector, in slices); recall@k is the share of the exact top k that the index
-returns, ties included (`recall`). `--sweep` measures other nprobe:rerank settings on the same queries.
+returns, ties included (`recall`). `--sweep` measures other nprobe:rerank settings on the same queries. An index
+whose stored vectors are approximate (sq8) is measured against another memory's float16 ones, `--exact-from`
+(the same rows: e.g. the memory it was re-coded from, kept as a hard-linked copy).
 Latency: LC-QuAD 2.0 test gold queries converted to placeholders, one at a time through Resolver.resolve
 (encoding included), divided by their placeholders; first `--placeholders` queries right after the memory's
 files are dropped from the page cache (cold: every read goes to disk, as after a restart before any warm-up),
@@ -94,8 +96,11 @@ def per_placeholder_ms(resolver, cases) -> list[float]:
     return sorted(times)
 
 
-def exact_recall(memory, data: Path, catalog, queries: int, settings: list[tuple[int, int]]) -> tuple:
-    """(recall@1, recall@10, the query texts, the sweep of `settings`) of the entity index against exact search."""
+def exact_recall(
+    memory, data: Path, catalog, queries: int, settings: list[tuple[int, int]], exact_from: Path | None = None
+) -> tuple:
+    """(recall@1, recall@10, the query texts, the sweep of `settings`) of the entity index against exact search
+    over its own stored vectors, or over those of `exact_from`'s entity index."""
     from pgmr.evaluation.oracle import oracle_cases
     from pgmr.resolver.resolver import _search_texts
 
@@ -111,13 +116,24 @@ def exact_recall(memory, data: Path, catalog, queries: int, settings: list[tuple
     texts = list(dict.fromkeys(searched))[:queries]
     vectors = memory.encoder.encode(texts, batch_size=128)
     found, _ = entities.index.search(vectors, 10)
+    reference = entities.index
+    if exact_from is not None:
+        from pgmr.memory import read_manifest
+        from pgmr.memory.index import load_index
+
+        other = read_manifest(exact_from)
+        reference = load_index(exact_from / other.dictionaries["entity"].index_file, other.index_backend)
+        if len(reference) != len(entities.index):
+            raise SystemExit(
+                f"{exact_from} holds {len(reference)} entity rows, the memory {len(entities.index)}"
+            )
     # Exact top 10 over the stored vectors, slice by slice.
     best_scores = np.full((len(texts), 10), -np.inf, dtype=np.float32)
     best_ids = np.zeros((len(texts), 10), dtype=np.int64)
     total = len(entities.index)
     for start in range(0, total, SLICE):
         ids = np.arange(start, min(total, start + SLICE))
-        scores = vectors @ entities.index.reconstruct(ids).T
+        scores = vectors @ reference.reconstruct(ids).T
         merged_scores = np.concatenate([best_scores, scores], axis=1)
         merged_ids = np.concatenate([best_ids, np.broadcast_to(ids, scores.shape)], axis=1)
         # The 10 best of each row, then those 10 in order: a full sort of 200k columns a slice is minutes.
@@ -139,6 +155,7 @@ def measure(
     settings: list[tuple[int, int]],
     precision: str = "auto",
     with_recall: bool = True,
+    exact_from: Path | None = None,
 ) -> dict:
     from pgmr.config import resolve_data_dir
     from pgmr.evaluation.oracle import oracle_cases
@@ -171,7 +188,7 @@ def measure(
     texts: list[str] = []
     tried: list[dict] = []
     if with_recall:
-        recall1, recall10, texts, tried = exact_recall(memory, data, catalog, queries, settings)
+        recall1, recall10, texts, tried = exact_recall(memory, data, catalog, queries, settings, exact_from)
 
     disk = sum(p.stat().st_size for p in memory_dir.rglob("*") if p.is_file())
     return {
@@ -187,6 +204,7 @@ def measure(
         "recall_at_1": recall1,
         "recall_at_10": recall10,
         "recall_queries": len(texts),
+        "recall_against": str(exact_from or memory_dir),
         "index_options": entities.index.options(),
         "sweep": tried,
         "resolve_ms_per_placeholder_p50": statistics.median(cold),
@@ -219,6 +237,11 @@ def main() -> None:
         "BACKEND-PRECISION for another query precision than auto, e.g. onnx-int8",
     )
     parser.add_argument("--no-recall", action="store_true", help="latency and RSS only (no exact search)")
+    parser.add_argument(
+        "--exact-from",
+        type=Path,
+        help="recall against this memory's stored entity vectors (same rows, float16)",
+    )
     parser.add_argument("--query-precision", default="auto", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="memory_scale", help="result name: bench/results/OUT.json")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
@@ -235,6 +258,7 @@ def main() -> None:
                     settings,
                     args.query_precision,
                     not args.no_recall,
+                    args.exact_from,
                 )  # fmt: skip
             )
         )
@@ -245,7 +269,7 @@ def main() -> None:
             backend, _, precision = name.partition("-")
             command = [sys.executable, __file__, str(memory), "--one", "--queries", str(args.queries),
                        "--placeholders", str(args.placeholders), "--sweep", args.sweep,
-                       "--query-precision", precision or "auto"] + (["--data-dir", args.data_dir] if args.data_dir else []) + (["--no-recall"] if args.no_recall else [])  # fmt: skip
+                       "--query-precision", precision or "auto"] + (["--data-dir", args.data_dir] if args.data_dir else []) + (["--no-recall"] if args.no_recall else []) + (["--exact-from", str(args.exact_from)] if args.exact_from else [])  # fmt: skip
             env = {**os.environ, "PGMR_ENCODER_BACKEND": backend}
             done = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
             results.append({"encoder_backend": name, **json.loads(done.stdout.strip().splitlines()[-1])})
