@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from pgmr.cli.common import usage_error_callback
-from pgmr.memory.indexes.vector_codec import DEFAULT_VECTOR_FORMAT, VECTOR_FORMATS
+from pgmr.memory.indexes.vector_codec import DEFAULT_VECTOR_FORMAT, VECTOR_FORMATS, check_vector_format
 from pgmr.precision import ENCODER_PRECISIONS, check_encoder_precision
 
 BUILD_PRECISION_OPTION = typer.Option(
@@ -36,10 +36,8 @@ def backend_options(
 ) -> dict[str, str]:
     if rerank_vectors is not None and (backend, index) != ("faiss", "ivfpq-rerank"):
         raise ValueError("--rerank-vectors applies to --index ivfpq-rerank (FAISS)")
-    if rerank_vectors is not None and rerank_vectors not in VECTOR_FORMATS:
-        raise ValueError(
-            f"--rerank-vectors must be one of {', '.join(VECTOR_FORMATS)}, got {rerank_vectors!r}"
-        )
+    if rerank_vectors is not None:
+        check_vector_format(rerank_vectors, "--rerank-vectors")
     if backend == "faiss":
         if milvus_uri:
             raise ValueError("--milvus-uri needs --index-backend milvus")

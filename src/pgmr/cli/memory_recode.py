@@ -8,13 +8,11 @@ import typer
 
 from pgmr.cli.common import console, print_error, progress_callback, usage_error_callback
 from pgmr.memory import PgmrMemoryError, read_manifest
-from pgmr.memory.indexes.vector_codec import VECTOR_FORMATS
+from pgmr.memory.indexes.vector_codec import check_vector_format
 
 
 def _check_vectors(value: str | None) -> str | None:
-    if value is not None and value not in VECTOR_FORMATS:
-        raise ValueError(f"--vectors must be one of {', '.join(VECTOR_FORMATS)}, got {value!r}")
-    return value
+    return None if value is None else check_vector_format(value, "--vectors")
 
 
 def recode(

@@ -93,10 +93,11 @@ def files_to_warm(path: Path, manifest: MemoryManifest, available: int | None = 
         return files
     indexes = [path / d.index_file for d in manifest.dictionaries.values()]
     try:
-        size = sum(f.stat().st_size for f in indexes)
+        sizes = {f: f.stat().st_size for f in indexes}
     except OSError:
         return files
     room = available_memory() if available is None else available
+    if room is None or sum(sizes.values()) > VECTORS_SHARE * room:
+        return files
     # Smallest first (relations before entities), so that the rows most questions touch are cached soonest.
-    fits = room is not None and size <= VECTORS_SHARE * room
-    return [*files, *sorted(indexes, key=lambda f: f.stat().st_size)] if fits else files
+    return [*files, *sorted(indexes, key=sizes.__getitem__)]

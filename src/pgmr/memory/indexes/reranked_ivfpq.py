@@ -25,18 +25,10 @@ import numpy as np
 
 from pgmr.memory.errors import IndexTrainingError
 from pgmr.memory.indexes.faiss_index import _faiss, default_nlist, default_pq_m
-from pgmr.memory.indexes.reranked_format import (
-    HEADER as _HEADER,
-)
-from pgmr.memory.indexes.reranked_format import (
-    KIND,
-    is_reranked_file,
-    npy_header,
-    read_layout,
-    trailer,
-)
+from pgmr.memory.indexes.reranked_format import HEADER as _HEADER
+from pgmr.memory.indexes.reranked_format import KIND, is_reranked_file, npy_header, read_layout, trailer
 from pgmr.memory.indexes.row_reader import SCATTERED_MAX, RowReader
-from pgmr.memory.indexes.vector_codec import DEFAULT_VECTOR_FORMAT, VECTOR_FORMATS, VectorCodec, dtype_of
+from pgmr.memory.indexes.vector_codec import DEFAULT_VECTOR_FORMAT, VectorCodec, check_vector_format, dtype_of
 
 # Rows k-means and the PQ codebooks train on: enough for 4,096 lists, bounded so that training takes minutes.
 TRAIN_ROWS = 200_000
@@ -78,8 +70,7 @@ class RerankedIVFPQ:
             raise ValueError(f"{KIND} m={m} must divide the dimension {dimension}")
         if rerank < 1 or nprobe < 1:
             raise ValueError("rerank and nprobe must be positive")
-        if vectors not in VECTOR_FORMATS:
-            raise ValueError(f"{KIND} vectors must be one of {', '.join(VECTOR_FORMATS)}, got {vectors!r}")
+        check_vector_format(vectors, f"{KIND} vectors")
         self._dimension = dimension
         self._nlist, self._m, self._nbits = nlist, m, nbits
         self.nprobe, self.rerank = nprobe, rerank

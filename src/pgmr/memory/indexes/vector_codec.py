@@ -17,6 +17,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 VECTOR_FORMATS = ("fp16", "sq8")
+
+
+def check_vector_format(value: str, what: str = "vector format") -> str:
+    """`value` if it names a vector format, else ValueError naming the choices (settings and CLI options)."""
+    if value not in VECTOR_FORMATS:
+        raise ValueError(f"{what} must be one of {', '.join(VECTOR_FORMATS)}, got {value!r}")
+    return value
+
+
 # What a new ivfpq-rerank index stores (`pgmr memory build --rerank-vectors`); files say what they hold.
 DEFAULT_VECTOR_FORMAT = "fp16"
 _LEVELS = 255
@@ -32,8 +41,7 @@ class VectorCodec:
     step: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in VECTOR_FORMATS:
-            raise ValueError(f"vector format must be one of {', '.join(VECTOR_FORMATS)}, got {self.kind!r}")
+        check_vector_format(self.kind)
         if self.kind == "sq8" and (
             self.low is None or self.step is None or self.low.shape != self.step.shape or self.low.ndim != 1
         ):
