@@ -207,6 +207,28 @@ def test_a_build_killed_in_each_stage_resumes_to_the_memory_of_an_uninterrupted_
     assert _checksums(out) == _checksums(built[0])
 
 
+def test_a_build_killed_in_index_parts_encoded_on_the_cluster_resumes_to_the_same_memory(  # type: ignore[no-untyped-def]
+    dump: Path, tmp_path: Path
+) -> None:
+    """ivfpq-rerank parts get their codes from the cluster's workers (pgmr.memory.dump.part_codes): a kill with
+    tasks in flight loses only those parts."""
+
+    def args(out: Path) -> list[str]:
+        return [*_build_args(dump, out), "--index", "ivfpq-rerank"]
+
+    whole = tmp_path / "whole"
+    done = subprocess.run(args(whole), env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = tmp_path / "memory"
+    _kill_at("dump.index_part@2", args(out), tmp_path)
+    parts = work_dir_for(out) / "index" / "parts"
+    assert len(list(parts.glob("*.done"))) >= 2 and not out.exists()
+    assert len(list(parts.glob("*.done"))) < len(list((work_dir_for(out) / "catalog").glob("*.parquet")))
+    done = subprocess.run(args(out), env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _checksums(out) == _checksums(whole)
+
+
 # -- asking through a dump-built memory ------------------------------------------------------------------------
 
 

@@ -9,9 +9,10 @@
 cache, e.g. a memory built from the data directory: `<memory>.cache`) and `drawn_vectors` (synthetic dumps
 only, `pgmr.memory.dump.drawn`) cut the encode stage's work.
 
-Stages 1 and 2 run on a Dask cluster (local by default). Their units are written one by one into a work
-directory beside the target (`<out>.build/`), so a build killed at any point resumes where it was and loses at
-most the units in flight; the memory it finally writes is the same as an uninterrupted build's. The work
+The stages run on a Dask cluster (local by default): parsing, encoding, and the index stage's costly part
+(encoding each shard's rows into index codes). Their units are written one by one into a work directory beside
+the target (`<out>.build/`), so a build killed at any point resumes where it was and loses at most the units
+in flight; the memory it finally writes is the same as an uninterrupted build's. The work
 directory is kept after success (`keep_work=False` removes it): the catalog shards are a columnar copy of the
 dump's labels that other tools can read.
 """
@@ -144,16 +145,17 @@ def build_from_dump(
             client, work, encoder.name, encoder.dimension, settings.batch_size, progress, cache, drawn,
             vector_dtype(settings.index_kind),
         )  # fmt: skip
-    failpoint("dump.encoded")
-    memory, index_seconds = build_memory(
-        work,
-        encoder,
-        settings.index_kind,
-        settings.index_options,
-        index_backend=settings.index_backend,
-        vectors=drawn.describe() if drawn else "encoded",
-        progress=progress,
-    )
+        failpoint("dump.encoded")
+        memory, index_seconds = build_memory(
+            work,
+            encoder,
+            settings.index_kind,
+            settings.index_options,
+            index_backend=settings.index_backend,
+            vectors=drawn.describe() if drawn else "encoded",
+            progress=progress,
+            client=client,
+        )
     failpoint("dump.indexed")
     tuned = "" if settings.query_precision == "auto" else settings.query_precision
     memory.manifest = replace(memory.manifest, query_precision=tuned)

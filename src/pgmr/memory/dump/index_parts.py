@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -69,6 +70,23 @@ def first_occurrences(shards: Sequence[Path]) -> list[np.ndarray]:
     return masks
 
 
+@dataclass(frozen=True)
+class PartPlan:
+    """A shard's part before its codes: what `Parts.finish` writes, and the entity vectors to encode."""
+
+    shard: Path
+    tables: Mapping[Kind, pa.Table]  # memory rows by kind
+    positions: Mapping[
+        Kind, np.ndarray
+    ]  # their places among the shard's memory rows (its vector file's rows)
+    entity_vectors: np.ndarray  # float32, one per entity row
+    prior: pa.Table
+
+    @property
+    def rows(self) -> int:
+        return sum(t.num_rows for t in self.tables.values())
+
+
 class Parts:
     def __init__(self, index_dir: Path) -> None:
         self.dir = index_dir / PARTS
@@ -79,11 +97,8 @@ class Parts:
     def done(self, shard: Path) -> bool:
         return self.path(shard, "done").is_file()
 
-    def write(
-        self, shard: Path, kept: np.ndarray, vector_file: Path, dimension: int, encoder: EncodesApart | None
-    ) -> int:
-        """A shard's part: its rows by kind, its sitelink counts, and the entity rows' codes. Returns its rows.
-        Files before the `done` marker need no atomic writes: a part without the marker is written again."""
+    def plan(self, shard: Path, kept: np.ndarray, vector_file: Path, dimension: int) -> PartPlan:
+        """What a shard's part holds, before its entity rows' codes: rows by kind and sitelink counts."""
         table = read_shard(shard)
         memory_rows = shard_rows(table)
         vectors = read_vectors(vector_file, len(memory_rows), dimension)
@@ -98,17 +113,39 @@ class Parts:
                 if count and kind == "entity":
                     prior["id"].append(wid)
                     prior["sitelinks"].append(int(count))
+        chosen = {
+            kind: np.asarray(
+                [i for i, row in enumerate(memory_rows) if kind_of.get(row.id) == kind], np.int64
+            )
+            for kind in KINDS
+        }
+        tables = {
+            kind: pa.Table.from_batches([rows_batch([memory_rows[i] for i in chosen[kind]])])
+            for kind in KINDS
+        }
+        entity_vectors = np.ascontiguousarray(vectors[chosen["entity"]], dtype=np.float32)
+        return PartPlan(shard, tables, chosen, entity_vectors, pa.table(prior, schema=_PRIOR_SCHEMA))
+
+    def finish(self, plan: PartPlan, codes: np.ndarray | None) -> int:
+        """Write a planned part with its entity rows' codes (None: the index does not encode apart). Files
+        before the `done` marker need no atomic writes: a part without the marker is written again."""
         for kind in KINDS:
-            chosen = [i for i, row in enumerate(memory_rows) if kind_of.get(row.id) == kind]
-            batch = rows_batch([memory_rows[i] for i in chosen])
-            _write_table(self.path(shard, f"{kind}.arrow"), pa.Table.from_batches([batch]))
-            np.save(self.path(shard, f"{kind}.rows.npy"), np.asarray(chosen, dtype=np.int64))
-            if kind == "entity" and encoder is not None:
-                codes = encoder.encode_rows(np.asarray(vectors[chosen], dtype=np.float32))
-                atomic_write_bytes(self.path(shard, "codes.npy"), _npy(codes))
-        _write_table(self.path(shard, "prior.arrow"), pa.table(prior, schema=_PRIOR_SCHEMA))
-        atomic_write_bytes(self.path(shard, "done"), b"")
-        return len(memory_rows)
+            _write_table(self.path(plan.shard, f"{kind}.arrow"), plan.tables[kind])
+            np.save(self.path(plan.shard, f"{kind}.rows.npy"), plan.positions[kind])
+        if codes is not None:
+            if len(codes) != len(plan.entity_vectors):
+                raise ValueError(f"{len(codes)} codes for {len(plan.entity_vectors)} entity rows")
+            atomic_write_bytes(self.path(plan.shard, "codes.npy"), _npy(codes))
+        _write_table(self.path(plan.shard, "prior.arrow"), plan.prior)
+        atomic_write_bytes(self.path(plan.shard, "done"), b"")
+        return plan.rows
+
+    def write(
+        self, shard: Path, kept: np.ndarray, vector_file: Path, dimension: int, encoder: EncodesApart | None
+    ) -> int:
+        """A shard's part, its codes encoded in this process. Returns its rows."""
+        plan = self.plan(shard, kept, vector_file, dimension)
+        return self.finish(plan, encoder.encode_rows(plan.entity_vectors) if encoder is not None else None)
 
     def rows(self, shard: Path, kind: Kind) -> tuple[pa.Table, np.ndarray]:
         """The shard's rows of a kind, and their positions among the shard's memory rows (for its vectors)."""

@@ -25,7 +25,8 @@ from pgmr.jsonl import atomic_write_bytes, atomic_write_text
 from pgmr.kg.ids import Kind
 from pgmr.memory.dictionary import MemoryDictionary
 from pgmr.memory.dump.index_parts import EncodesApart, Parts, first_occurrences
-from pgmr.memory.dump.parse_stage import ProgressCallback, StageProgress
+from pgmr.memory.dump.parse_stage import ProgressCallback
+from pgmr.memory.dump.part_codes import TrainedIndex, part_progress, write_parts
 from pgmr.memory.dump.state import WorkDir
 from pgmr.memory.encoder import Encoder
 from pgmr.memory.index import VectorIndex, create_index
@@ -100,9 +101,11 @@ def build_memory(
     sitelink_prior: bool = True,
     vectors: str = "encoded",
     progress: ProgressCallback | None = None,
+    client: Any | None = None,
 ) -> tuple[Memory, float]:
     """The memory of a finished parse and encode, ready to `save`; and the seconds this took. The rows files
-    are written into `<work>/index/` (the memory's `save` links or copies them)."""
+    are written into `<work>/index/` (the memory's `save` links or copies them). With a Dask `client`, the
+    parts' codes are encoded on its workers (pgmr.memory.dump.part_codes)."""
     started = time.perf_counter()
     shards = work.catalog_shards()
     options = dict(index_options or {})
@@ -127,13 +130,15 @@ def build_memory(
     # Which records repeat is a question over every shard: asked only when some part is still to write.
     masks = first_occurrences(shards) if any(pending) else []
     todo = [(s, kept) for s, kept, wanted in zip(shards, masks, pending, strict=False) if wanted]
-    rows_now = 0
-    for n, (shard, kept) in enumerate(todo):
-        rows_now += parts.write(shard, kept, work.vector_file(shard), encoder.dimension, apart)
-        failpoint("dump.index_part")
-        if progress:
-            done = len(shards) - len(todo) + n + 1
-            progress(StageProgress("index", done, len(shards), rows_now, time.perf_counter() - started))
+    on_part = part_progress(progress, len(shards), len(shards) - len(todo), started)
+    if client is not None and apart is not None:
+        state = apart.trained_state()
+        spec = TrainedIndex.of(index_kind, encoder.dimension, index_backend, options, state)
+        write_parts(client, parts, todo, work.vector_file, spec, state, on_part)
+    else:
+        for shard, kept in todo:
+            on_part(parts.write(shard, kept, work.vector_file(shard), encoder.dimension, apart))
+            failpoint("dump.index_part")
     # Assembly: appending rows and codes, cheap next to the parts.
     writers = {kind: ArrowRowsWriter(out / ROWS_FILES[kind].replace(".jsonl", ".arrow")) for kind in KINDS}
     relation_parts: list[np.ndarray] = []
