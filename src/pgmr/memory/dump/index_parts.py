@@ -76,9 +76,8 @@ class PartPlan:
 
     shard: Path
     tables: Mapping[Kind, pa.Table]  # memory rows by kind
-    positions: Mapping[
-        Kind, np.ndarray
-    ]  # their places among the shard's memory rows (its vector file's rows)
+    # Their places among the shard's memory rows, i.e. rows of the shard's vector file.
+    positions: Mapping[Kind, np.ndarray]
     entity_vectors: np.ndarray  # float32, one per entity row
     prior: pa.Table
 
