@@ -12,9 +12,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from pgmr.memory.errors import PgmrMemoryError
+
+Unit = TypeVar("Unit")
 
 
 @dataclass(frozen=True)
@@ -67,3 +71,44 @@ def dask_client(settings: ClusterSettings) -> Iterator[Any]:
 
 def worker_count(client: Any) -> int:
     return max(1, sum(info.get("nthreads", 1) for info in client.scheduler_info()["workers"].values()))
+
+
+def run_bounded(
+    client: Any,
+    units: Iterable[Unit],
+    submit: Callable[[Unit], Any | None],
+    finish: Callable[[Unit, Any], None],
+    name: Callable[[Unit], str],
+) -> None:
+    """Each unit's task submitted as the unit comes (`submit` returns its future, or None for a unit that
+    needs no worker: it is finished at once with None), at most two tasks per worker in flight, so that the
+    units waiting hold bounded memory; `finish(unit, result)` as tasks complete. A failed task is a
+    PgmrMemoryError naming its unit (`name`); the tasks still in flight are then cancelled."""
+    from distributed import wait
+
+    limit = 2 * worker_count(client)
+    in_flight: dict[Any, Unit] = {}
+
+    def collect(futures: Iterable[Any]) -> None:
+        for future in futures:
+            unit = in_flight.pop(future)
+            try:
+                result = future.result()
+            except Exception as exc:
+                raise PgmrMemoryError(f"{name(unit)} failed: {exc}") from exc
+            finish(unit, result)
+
+    try:
+        for unit in units:
+            while len(in_flight) >= limit:
+                collect(wait(list(in_flight), return_when="FIRST_COMPLETED")[0])
+            future = submit(unit)
+            if future is None:
+                finish(unit, None)
+            else:
+                in_flight[future] = unit
+        while in_flight:
+            collect(wait(list(in_flight), return_when="FIRST_COMPLETED")[0])
+    finally:
+        for future in in_flight:
+            future.cancel()

@@ -22,12 +22,12 @@ from pgmr.failpoints import failpoint
 from pgmr.jsonl import atomic_write_bytes
 from pgmr.memory.cache import EmbeddingCache
 from pgmr.memory.dump.catalog_rows import shard_rows
-from pgmr.memory.dump.cluster import worker_count
+from pgmr.memory.dump.cluster import run_bounded
 from pgmr.memory.dump.drawn import DrawnVectors
 from pgmr.memory.dump.parse_stage import ProgressCallback, StageProgress
 from pgmr.memory.dump.state import WorkDir
 from pgmr.memory.encoder import Encoder, normalize_rows
-from pgmr.memory.errors import MemoryCorruptError, PgmrMemoryError
+from pgmr.memory.errors import MemoryCorruptError
 from pgmr.memory.rows import MemoryRow
 
 _ENCODERS: dict[str, Encoder] = {}
@@ -147,18 +147,24 @@ def run_encode_stage(
     """Vectors for every catalog shard that has none yet. This process plans each shard (cache lookups and
     drawn vectors, both cheap) and sends only the texts to encode to the workers. `dtype`: how the shard files
     store them (`vector_dtype`)."""
-    from distributed import wait
-
     started = time.perf_counter()
     shards = work.catalog_shards()
     todo = [s for s in shards if not work.vector_file(s).is_file()]
-    limit = 2 * worker_count(client)
-    in_flight: dict[Any, ShardPlan] = {}
     done_now = rows_now = encoded = cached = drawn_now = 0
     finished_before = len(shards) - len(todo)
 
-    def finish(plan: ShardPlan, encoded_vectors: np.ndarray) -> None:
+    def submit(plan: ShardPlan) -> Any | None:
+        if not plan.to_encode:
+            return None
+        texts = [plan.texts[i] for i in plan.to_encode]
+        return client.submit(encode_texts, texts, encoder_name, batch_size, pure=False)
+
+    def finish(plan: ShardPlan, data: bytes | None) -> None:
         nonlocal done_now, rows_now, encoded, cached, drawn_now
+        if data is None:
+            encoded_vectors = np.zeros((0, dimension), dtype=np.float32)
+        else:
+            encoded_vectors = np.load(io.BytesIO(data), allow_pickle=False)
         atomic_write_bytes(work.vector_file(plan.shard), plan.assemble(encoded_vectors, dtype))
         failpoint("dump.vectors")
         done_now += 1
@@ -173,26 +179,6 @@ def run_encode_stage(
                 )
             )
 
-    def collect(futures: list[Any]) -> None:
-        for future in futures:
-            plan = in_flight.pop(future)
-            try:
-                data = future.result()
-            except Exception as exc:
-                raise PgmrMemoryError(f"encoding {plan.shard.name} failed: {exc}") from exc
-            finish(plan, np.load(io.BytesIO(data), allow_pickle=False))
-
-    for shard in todo:
-        plan = plan_shard(shard, dimension, cache, drawn)
-        if not plan.to_encode:
-            finish(plan, np.zeros((0, dimension), dtype=np.float32))
-            continue
-        while len(in_flight) >= limit:
-            finished, _ = wait(list(in_flight), return_when="FIRST_COMPLETED")
-            collect(list(finished))
-        texts = [plan.texts[i] for i in plan.to_encode]
-        in_flight[client.submit(encode_texts, texts, encoder_name, batch_size, pure=False)] = plan
-    if in_flight:
-        wait(list(in_flight))
-        collect(list(in_flight))
+    plans = (plan_shard(shard, dimension, cache, drawn) for shard in todo)
+    run_bounded(client, plans, submit, finish, lambda plan: f"encoding {plan.shard.name}")
     return EncodeReport(done_now, rows_now, encoded, cached, drawn_now, time.perf_counter() - started)

@@ -19,10 +19,9 @@ from typing import Any
 import numpy as np
 
 from pgmr.failpoints import failpoint
-from pgmr.memory.dump.cluster import worker_count
+from pgmr.memory.dump.cluster import run_bounded
 from pgmr.memory.dump.index_parts import EncodesApart, PartPlan, Parts
 from pgmr.memory.dump.parse_stage import ProgressCallback, StageProgress
-from pgmr.memory.errors import PgmrMemoryError
 
 
 @dataclass(frozen=True)
@@ -78,44 +77,26 @@ def write_parts(
 ) -> int:
     """Write the parts of `todo` ((shard, kept mask) pairs), their codes encoded on the cluster's workers, at
     most two tasks per worker in flight; `on_part(rows)` after each part is written. Returns the rows written."""
-    from distributed import wait
-
     if not todo:
         return 0
-    limit = 2 * worker_count(client)
     shared = client.scatter(state, broadcast=True)
-    in_flight: dict[Any, PartPlan] = {}
     rows = 0
 
-    def collect(futures: Sequence[Any]) -> None:
-        nonlocal rows
-        for future in futures:
-            plan = in_flight.pop(future)
-            try:
-                codes = future.result()
-            except Exception as exc:
-                raise PgmrMemoryError(f"encoding the index part of {plan.shard.name} failed: {exc}") from exc
-            written = parts.finish(plan, codes)
-            rows += written
-            failpoint("dump.index_part")
-            if on_part:
-                on_part(written)
+    def submit(plan: PartPlan) -> Any:
+        # Scattered, not passed in the task: a shard's vectors (~15 MB) are data, not part of the graph.
+        vectors = client.scatter(plan.entity_vectors, hash=False)
+        return client.submit(encode_part, spec, shared, vectors, pure=False)
 
-    try:
-        for shard, kept in todo:
-            plan = parts.plan(shard, kept, vector_file(shard), spec.dimension)
-            while len(in_flight) >= limit:
-                finished, _ = wait(list(in_flight), return_when="FIRST_COMPLETED")
-                collect(list(finished))
-            # Scattered, not passed in the task: a shard's vectors (~15 MB) are data, not part of the graph.
-            vectors = client.scatter(plan.entity_vectors, hash=False)
-            in_flight[client.submit(encode_part, spec, shared, vectors, pure=False)] = plan
-        while in_flight:
-            finished, _ = wait(list(in_flight), return_when="FIRST_COMPLETED")
-            collect(list(finished))
-    finally:
-        for future in in_flight:
-            future.cancel()
+    def finish(plan: PartPlan, codes: np.ndarray) -> None:
+        nonlocal rows
+        written = parts.finish(plan, codes)
+        rows += written
+        failpoint("dump.index_part")
+        if on_part:
+            on_part(written)
+
+    plans = (parts.plan(shard, kept, vector_file(shard), spec.dimension) for shard, kept in todo)
+    run_bounded(client, plans, submit, finish, lambda plan: f"encoding the index part of {plan.shard.name}")
     return rows
 
 
