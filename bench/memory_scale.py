@@ -159,10 +159,10 @@ def exact_recall(
         order = np.take_along_axis(top, inner, axis=1)
         best_scores = np.take_along_axis(merged_scores, order, axis=1)
         best_ids = np.take_along_axis(merged_ids, order, axis=1)
-    if exact_from is not None:
-        found = true_scores(reference, vectors, found_ids)
-    recall1, recall10 = recall(found, best_scores)
     rescore = reference if exact_from is not None else None
+    if rescore is not None:
+        found = true_scores(rescore, vectors, found_ids)
+    recall1, recall10 = recall(found, best_scores)
     tried = sweep(entities.index, vectors, best_scores, settings, rescore) if settings else []
     return recall1, recall10, texts, tried
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pgmr.generators.ensemble import member_outputs
 from pgmr.generators.trained import load_trained
 from pgmr.jsonl import read_jsonl, write_jsonl
 
@@ -34,12 +35,7 @@ def main() -> None:
     if any(d["source"] == args.name for r in rows for d in r["drafts"]):
         raise SystemExit(f"{args.drafts} has drafts named {args.name!r} already")
     member = load_trained(args.model)
-    questions = [r["question"] for r in rows]
-    scored = getattr(member, "generate_with_confidence", None)
-    if scored is not None:
-        outputs = list(scored(questions, batch_size=args.batch_size))
-    else:
-        outputs = [(t, {}) for t in member.generate(questions, batch_size=args.batch_size)]
+    outputs = member_outputs(member, [r["question"] for r in rows], None, args.batch_size)
     for row, (text, confidence) in zip(rows, outputs, strict=True):
         row["drafts"].append({"source": args.name, "text": text, "confidence": dict(confidence)})
     write_jsonl(args.out, rows)

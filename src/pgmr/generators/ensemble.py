@@ -111,14 +111,14 @@ class EnsembleGenerator:
     ) -> list[tuple[Draft, ...]]:
         """Per question, each member's output in member order."""
         check_generate_inputs(self.mode, questions, contexts, batch_size)
-        outputs = [_scored(member, questions, contexts, batch_size) for _, member in self.members]
+        outputs = [member_outputs(member, questions, contexts, batch_size) for _, member in self.members]
         return [
             tuple(Draft(name, *scored[i]) for (name, _), scored in zip(self.members, outputs, strict=True))
             for i in range(len(questions))
         ]
 
 
-def _scored(
+def member_outputs(
     member: Generator, questions: Sequence[str], contexts: Sequence[str] | None, batch_size: int
 ) -> list[tuple[str, dict[str, float]]]:
     """A member's outputs with its confidences, where it reports them (`generate_with_confidence`)."""
@@ -159,4 +159,11 @@ def generate_drafts(
     return [(Draft("model", t),) for t in texts]
 
 
-__all__ = ["RERANKER_FILE", "Draft", "EnsembleGenerator", "generate_drafts", "read_reranker"]
+__all__ = [
+    "RERANKER_FILE",
+    "Draft",
+    "EnsembleGenerator",
+    "generate_drafts",
+    "member_outputs",
+    "read_reranker",
+]
