@@ -50,7 +50,7 @@ def test_a_loaded_reranked_index_reads_its_rows_without_the_memory_map(tmp_path)
     index.add(vectors)
     before = index.search(vectors[:20], 5)
     index.save(tmp_path / "index.faiss")
-    loaded = RerankedIVFPQ.load(tmp_path / "index.faiss")
+    loaded = RerankedIVFPQ.load(tmp_path / "index.faiss", resident_max=0)
     assert loaded._reader is not None
     after = loaded.search(vectors[:20], 5)
     np.testing.assert_array_equal(before[1], after[1])
@@ -60,6 +60,26 @@ def test_a_loaded_reranked_index_reads_its_rows_without_the_memory_map(tmp_path)
     loaded.add(vectors[:10])
     assert loaded._reader is None
     assert len(loaded) == 2010
+
+
+def test_a_small_index_holds_its_vectors_in_ram_and_searches_as_from_disk(tmp_path):
+    vectors = np.random.default_rng(6).standard_normal((2000, 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = RerankedIVFPQ(32, nlist=16, m=8, nprobe=16, rerank=300, vectors="sq8")
+    index.add(vectors)
+    index.save(tmp_path / "index.faiss")
+    on_disk = RerankedIVFPQ.load(tmp_path / "index.faiss", resident_max=0)
+    resident = RerankedIVFPQ.load(tmp_path / "index.faiss")
+    assert on_disk._reader is not None and resident._reader is None
+    assert not isinstance(resident._vectors, np.memmap)
+    # Deeper than the re-ranking depth too, as a dictionary's fetch of many-alias IDs goes.
+    for k in (5, 1200):
+        disk_scores, disk_ids = on_disk.search(vectors[:20], k)
+        ram_scores, ram_ids = resident.search(vectors[:20], k)
+        np.testing.assert_array_equal(disk_ids, ram_ids)
+        np.testing.assert_array_equal(disk_scores, ram_scores)
+    rows = np.array([1999, 0, 7, 7])
+    np.testing.assert_array_equal(on_disk.reconstruct(rows), resident.reconstruct(rows))
 
 
 def test_fast_scan_codes_added_from_encoded_rows_search_as_added_ones(tmp_path):

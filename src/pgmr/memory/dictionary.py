@@ -101,12 +101,12 @@ class MemoryDictionary:
             scores, row_ids = self.index.search(vectors[pending], fetch)
             short: list[int] = []
             for query, query_scores, query_rows in zip(pending, scores, row_ids, strict=True):
-                hits = self._collapse(query_scores, query_rows, k)
+                best = self._best_rows(query_scores, query_rows, k)
                 # IDs with many aliases can fill the fetched rows; fetch more until k IDs or all rows.
-                if len(hits) < k and fetch < total:
+                if len(best) < k and fetch < total:
                     short.append(query)
                 else:
-                    results[query] = hits
+                    results[query] = self._hits(query_scores, query_rows, best, k)
             pending = short
             fetch = min(total, fetch * OVERFETCH)
         return results
@@ -131,21 +131,30 @@ class MemoryDictionary:
 
     def _collapse(self, scores: np.ndarray, row_ids: np.ndarray, k: int) -> list[MemoryHit]:
         """The k best IDs among fetched rows: each ID scored by its best row (the first of equal ones), ranked
-        by score, then ID number, then ID. Vectorized because a flat search fetches hundreds of rows per query:
-        only the IDs that can make the top k reach Python."""
-        keep = row_ids >= 0
-        scores, row_ids = scores[keep], row_ids[keep]
-        if not len(row_ids):
-            return []
+        by score, then ID number, then ID."""
+        return self._hits(scores, row_ids, self._best_rows(scores, row_ids, k), k)
+
+    def _best_rows(self, scores: np.ndarray, row_ids: np.ndarray, k: int) -> np.ndarray:
+        """Positions in `row_ids` of each fetched ID's best row, for the IDs that can make the top k (more than
+        k where scores tie with the k-th). Vectorized because a flat search fetches hundreds of rows per query,
+        and apart from `_hits` because a fetch with fewer than k IDs is fetched again, not read."""
+        keep = np.flatnonzero(row_ids >= 0)
+        if not len(keep):
+            return keep
+        kept = scores[keep]
         # Best score first, and among equal scores the row fetched first.
-        order = np.lexsort((np.arange(len(row_ids)), -scores))
+        order = keep[np.lexsort((keep, -kept))]
         owners = self._row_owner[row_ids[order]]
         _, first = np.unique(owners, return_index=True)
         best = order[np.sort(first)]
         best_scores = scores[best]
         if len(best) > k:
-            # Everything tied with the k-th best score still competes on the ID tie-breaks below.
+            # Everything tied with the k-th best score still competes on the ID tie-breaks of `_hits`.
             best = best[best_scores >= np.partition(best_scores, len(best) - k)[len(best) - k]]
+        return best
+
+    def _hits(self, scores: np.ndarray, row_ids: np.ndarray, best: np.ndarray, k: int) -> list[MemoryHit]:
+        """The rows at `best` (from `_best_rows`) read back, the top k of them as hits."""
         candidates = [(float(scores[i]), self.rows[int(row_ids[i])]) for i in best]
         candidates.sort(key=lambda item: (-item[0], *id_order(item[1].id)))
         return [

@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pgmr.kg.ids import id_number
 from pgmr.memory.errors import MemoryCorruptError
@@ -37,6 +38,8 @@ ARROW_SCHEMA = pa.schema(
 _ROW_FIELDS = ("id", "label", "description", "text", "is_alias", "surface")
 # Rows per record batch when writing: large enough to compress the per-batch overhead, small enough to stream.
 BATCH_ROWS = 65_536
+# Arrow row files up to this many rows are read into RAM as row objects when opened (about 0.5 KB a row).
+RESIDENT_ROWS = 1 << 17
 
 
 @runtime_checkable
@@ -107,7 +110,8 @@ class ArrowRows:
     """Rows memory-mapped from an Arrow IPC file with the columns of `ARROW_SCHEMA`. Rows of one ID share a key
     (the ID's number: one kind holds IDs of one letter), so `positions` is a binary search."""
 
-    def __init__(self, path: Path, memory: Path | None = None) -> None:
+    def __init__(self, path: Path, memory: Path | None = None, resident_rows: int = RESIDENT_ROWS) -> None:
+        """`resident_rows`: a file of at most this many rows is read into RAM as row objects."""
         self.path = Path(path)
         where = memory or self.path.parent
         try:
@@ -134,6 +138,17 @@ class ArrowRows:
         self._order = np.argsort(self._keys, kind="stable")
         self._sorted = self._keys[self._order]
         self._id_count = int(np.count_nonzero(np.diff(self._sorted))) + 1 if len(self._sorted) else 0
+        # The one letter of every ID when the file holds one (as a kind's file does): then a key names one ID,
+        # and `positions` need not read each row's ID back (6 us a row: a relation has up to 40 rows).
+        # Strings between two that start with one letter start with it too.
+        bounds = pc.min_max(table.column("id")).as_py() if len(table) else {"min": None, "max": None}
+        low, high = bounds["min"] or "", bounds["max"] or ""
+        self._letter: str | None = low[:1] if low[:1] and low[:1] == high[:1] else None
+        # A small table (a dump's 77k relation rows) is held as row objects: the resolver reads each relation
+        # candidate's rows several times a question, at ~15 us a row from the mapped file.
+        self._resident: list[MemoryRow] | None = None
+        if len(table) <= resident_rows:
+            self._resident = [MemoryRow(**r) for r in table.select(list(_ROW_FIELDS)).to_pylist()]
 
     def __len__(self) -> int:
         return self._table.num_rows
@@ -142,6 +157,8 @@ class ArrowRows:
         position = int(position)
         if not 0 <= position < len(self):
             raise IndexError(f"row {position} out of range for {len(self)} rows")
+        if self._resident is not None:
+            return self._resident[position]
         batch = int(np.searchsorted(self._batch_starts, position, side="right")) - 1
         local = position - int(self._batch_starts[batch])
         columns = self._batch_columns[batch]
@@ -158,8 +175,10 @@ class ArrowRows:
         except ValueError:
             return ()
         start, stop = np.searchsorted(self._sorted, [key, key + 1])
-        found = [int(p) for p in self._order[start:stop]]
-        # Keys are ID numbers: "Q5" and "P5" share one; the kind's file holds one letter, but check anyway.
+        found: list[int] = self._order[start:stop].tolist()
+        if self._letter is not None:
+            return tuple(found) if wikidata_id[:1] == self._letter else ()
+        # Keys are ID numbers: "Q5" and "P5" share one, so a file of several letters checks each row's ID.
         return tuple(p for p in found if self._id_at(p) == wikidata_id)
 
     def _id_at(self, position: int) -> str:

@@ -36,6 +36,8 @@ TRAIN_ROWS = 200_000
 _SLICE = 1 << 18
 # A trained state (`trained_state`): the vector format, its range block, then the FAISS index.
 _STATE = struct.Struct("<4sQ")
+# Stored vectors up to this size are held in RAM when an index is loaded; larger ones stay on disk.
+RESIDENT_MAX = 64 << 20
 
 
 def _scratch_file(directory: str | None) -> Path:
@@ -352,7 +354,10 @@ class RerankedIVFPQ:
         return True
 
     @classmethod
-    def load(cls, path: Path | str, rerank: int | None = None) -> RerankedIVFPQ:
+    def load(
+        cls, path: Path | str, rerank: int | None = None, resident_max: int = RESIDENT_MAX
+    ) -> RerankedIVFPQ:
+        """`resident_max`: stored vectors up to this many bytes are read into RAM, larger ones stay on disk."""
         faiss = _faiss()
         path = Path(path)
         layout = read_layout(path)
@@ -374,7 +379,13 @@ class RerankedIVFPQ:
         index._index, index._codec = raw, layout.codec
         dtype = layout.codec.dtype
         index._vectors = np.memmap(path, dtype=dtype, mode="r", offset=layout.vectors_offset, shape=shape)
-        index._reader = RowReader(path, layout.vectors_offset, layout.rows, layout.dimension, dtype)
+        if index._vectors.nbytes <= resident_max:
+            # A small dictionary's vectors (a dump's 77k relation rows: 30 MB in sq8) are read once into RAM:
+            # re-ranking then takes rows by indexing, not a system call each (thousands for relations, whose
+            # many aliases make `search_vectors` fetch deeper).
+            index._vectors = np.array(index._vectors)
+        else:
+            index._reader = RowReader(path, layout.vectors_offset, layout.rows, layout.dimension, dtype)
         return index
 
 
