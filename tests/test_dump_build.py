@@ -208,13 +208,15 @@ def test_a_build_killed_in_each_stage_resumes_to_the_memory_of_an_uninterrupted_
 
 
 def test_a_build_killed_in_index_parts_encoded_on_the_cluster_resumes_to_the_same_memory(  # type: ignore[no-untyped-def]
-    dump: Path, tmp_path: Path
+    dump: Path, tmp_path: Path, encoder
 ) -> None:
     """ivfpq-rerank parts get their codes from the cluster's workers (pgmr.memory.dump.part_codes): a kill with
-    tasks in flight loses only those parts."""
+    tasks in flight loses only those parts. Built as docs/scale.md serves 10M items: 4-bit codes (encoded in the
+    parts, then put in fast-scan lists), sq8 vectors, its own nprobe and rerank."""
 
     def args(out: Path) -> list[str]:
-        return [*_build_args(dump, out), "--index", "ivfpq-rerank"]
+        options = ["--nbits", "4", "--rerank-vectors", "sq8", "--nprobe", "12", "--rerank", "300"]
+        return [*_build_args(dump, out), "--index", "ivfpq-rerank", *options]
 
     whole = tmp_path / "whole"
     done = subprocess.run(args(whole), env=_env(), capture_output=True, text=True, timeout=600)
@@ -227,6 +229,11 @@ def test_a_build_killed_in_index_parts_encoded_on_the_cluster_resumes_to_the_sam
     done = subprocess.run(args(out), env=_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert _checksums(out) == _checksums(whole)
+    index = Memory.load(out, encoder, verify=True).entities.index
+    assert {k: index.options()[k] for k in ("nbits", "vectors", "nprobe", "rerank")} == {
+        "nbits": 4, "vectors": "sq8", "nprobe": 12, "rerank": 300,
+    }  # fmt: skip
+    assert type(index._index).__name__ == "IndexIVFPQFastScan"  # type: ignore[attr-defined]
 
 
 # -- asking through a dump-built memory ------------------------------------------------------------------------

@@ -246,6 +246,17 @@ def test_a_build_from_a_catalog_with_cache_and_drawn_vectors_encodes_only_namesa
     assert wrong.exit_code == 2 and "one of fp16, sq8" in wrong.output
     misplaced = runner.invoke(app, ["memory", "build", "-o", str(tmp_path / "m"), "--rerank-vectors", "sq8"])
     assert misplaced.exit_code == 2 and "applies to --index ivfpq-rerank" in misplaced.output
+    for option, value in (("--nbits", "4"), ("--rerank", "400"), ("--nprobe", "64")):
+        misplaced = runner.invoke(app, ["memory", "build", "-o", str(tmp_path / "m"), option, value])
+        assert misplaced.exit_code == 2 and f"{option} applies to --index" in misplaced.output
+    misplaced = runner.invoke(
+        app, ["memory", "build", "-o", str(tmp_path / "m"), "--index", "ivfpq", "--rerank", "9"]
+    )
+    assert misplaced.exit_code == 2 and "--rerank applies to --index ivfpq-rerank" in misplaced.output
+    odd = runner.invoke(
+        app, ["memory", "build", "-o", str(tmp_path / "m"), "--index", "ivfpq", "--nbits", "6"]
+    )
+    assert odd.exit_code == 2 and "--nbits must be 4 or 8" in odd.output
 
 
 def test_drawn_vectors_are_refused_for_a_dump_file(world: SyntheticDump, tmp_path: Path) -> None:

@@ -83,8 +83,9 @@ def test_a_small_index_holds_its_vectors_in_ram_and_searches_as_from_disk(tmp_pa
 
 
 def test_fast_scan_codes_added_from_encoded_rows_search_as_added_ones(tmp_path):
-    """4-bit (fast-scan) codes: FAISS's block-packed lists take rows only through its own `add`, so the dump
-    build's encode-then-add path must end in the same index as adding the vectors."""
+    """4-bit (fast-scan) codes: FAISS's block-packed lists take rows only through its own `add`, so codes
+    encoded apart (a dump build's parts) go into plain lists, converted before the first search; they must end
+    in the same index as adding the vectors, and be saved as fast-scan lists."""
     vectors = np.random.default_rng(9).standard_normal((3000, 32)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     direct = RerankedIVFPQ(32, nlist=16, m=8, nbits=4, nprobe=16, rerank=50)
@@ -96,4 +97,15 @@ def test_fast_scan_codes_added_from_encoded_rows_search_as_added_ones(tmp_path):
         part = vectors[start : start + 1000]
         encoded.add_encoded(encoded.encode_rows(part), part)
     assert encoded.options()["nbits"] == 4
-    np.testing.assert_array_equal(direct.search(vectors[:30], 5)[1], encoded.search(vectors[:30], 5)[1])
+    faiss = pytest.importorskip("faiss")
+    assert type(encoded._index) is faiss.IndexIVFPQ  # the parts' own codes, not encoded again
+    expected = direct.search(vectors[:30], 5)
+    np.testing.assert_array_equal(expected[1], encoded.search(vectors[:30], 5)[1])
+    assert isinstance(encoded._index, faiss.IndexIVFPQFastScan)
+    encoded.save(tmp_path / "encoded.faiss")
+    loaded = RerankedIVFPQ.load(tmp_path / "encoded.faiss")
+    assert isinstance(loaded._index, faiss.IndexIVFPQFastScan)
+    np.testing.assert_array_equal(expected[1], loaded.search(vectors[:30], 5)[1])
+    # Rows added to a loaded fast-scan index go through FAISS's own add.
+    loaded.add_encoded(loaded.encode_rows(vectors[:10]), vectors[:10])
+    assert len(loaded) == 3010 and loaded.search(vectors[:1], 1)[0][0, 0] > 0.99

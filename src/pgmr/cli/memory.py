@@ -10,7 +10,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from pgmr.cli.common import Settings, console, out, print_error, progress_callback
-from pgmr.cli.memory_backends import BUILD_PRECISION_OPTION, RERANK_VECTORS_OPTION, backend_options
+from pgmr.cli.memory_backends import (
+    BUILD_PRECISION_OPTION,
+    NBITS_OPTION,
+    NPROBE_OPTION,
+    RERANK_OPTION,
+    RERANK_VECTORS_OPTION,
+    backend_options,
+)
 from pgmr.cli.memory_graph import (
     DESCRIPTION_PREDICATE_OPTION,
     ENDPOINT_TIMEOUT_OPTION,
@@ -101,6 +108,9 @@ def build(
     page_pause: float = PAGE_PAUSE_OPTION,
     precision: str = BUILD_PRECISION_OPTION,
     rerank_vectors: str | None = RERANK_VECTORS_OPTION,
+    nbits: int | None = NBITS_OPTION,
+    nprobe: int | None = NPROBE_OPTION,
+    rerank: int | None = RERANK_OPTION,
 ) -> None:
     """Embed every label (+ aliases) with its description and write the FAISS indexes atomically."""
     settings: Settings = ctx.obj
@@ -109,7 +119,16 @@ def build(
         raise typer.Exit(2)
     target = out_dir or default_memory_dir()
     try:
-        index_settings = backend_options(index_backend, index, milvus_uri, target, rerank_vectors)
+        index_settings = backend_options(
+            index_backend,
+            index,
+            milvus_uri,
+            target,
+            rerank_vectors,
+            nbits=nbits,
+            nprobe=nprobe,
+            rerank=rerank,
+        )
     except ValueError as exc:
         print_error(exc)
         raise typer.Exit(2) from None

@@ -12,6 +12,8 @@ from __future__ import annotations
 import io
 import os
 import struct
+import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,3 +100,36 @@ def is_reranked_file(path: Path | str) -> bool:
             return TRAILER.unpack(handle.read(TRAILER.size))[2] == MAGIC
     except OSError:
         return False
+
+
+def scratch_file(directory: str | None) -> Path:
+    """A new empty file for stored vectors being added (in `directory`, else the system's temporary one)."""
+    handle, name = tempfile.mkstemp(prefix="pgmr-vectors-", suffix=".f16", dir=directory)
+    os.close(handle)
+    return Path(name)
+
+
+def remove_file(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+def write_copy(
+    path: Path, header: bytes, vectors: np.ndarray, rows_a_write: int, tail: bytes, side: int, rerank: int
+) -> None:
+    """An index file written whole through a temporary sibling and a rename: `header`, the stored `vectors`
+    (in slices of `rows_a_write`: they can be larger than RAM), then `tail` (a range block of `side` bytes and
+    the FAISS part) and the trailer."""
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
+    try:
+        with tmp.open("wb") as handle:
+            handle.write(header)
+            for start in range(0, len(vectors), rows_a_write):
+                handle.write(np.ascontiguousarray(vectors[start : start + rows_a_write]).tobytes())
+            offset = handle.tell() + side
+            handle.write(tail)
+            handle.write(trailer(offset, rerank))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 import threading
-import uuid
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from pgmr.memory.errors import IndexTrainingError
+from pgmr.memory.indexes import reranked_format
 from pgmr.memory.indexes.faiss_index import _faiss, default_nlist, default_pq_m
 from pgmr.memory.indexes.reranked_format import HEADER as _HEADER
 from pgmr.memory.indexes.reranked_format import KIND, is_reranked_file, npy_header, read_layout, trailer
@@ -38,12 +37,6 @@ _SLICE = 1 << 18
 _STATE = struct.Struct("<4sQ")
 # Stored vectors up to this size are held in RAM when an index is loaded; larger ones stay on disk.
 RESIDENT_MAX = 64 << 20
-
-
-def _scratch_file(directory: str | None) -> Path:
-    handle, name = tempfile.mkstemp(prefix="pgmr-vectors-", suffix=".f16", dir=directory)
-    os.close(handle)
-    return Path(name)
 
 
 class RerankedIVFPQ:
@@ -105,8 +98,8 @@ class RerankedIVFPQ:
         return f"RerankedIVFPQ(dimension={self._dimension}, rows={len(self)}, rerank={self.rerank})"
 
     def options(self) -> dict[str, int | str]:
-        options: dict[str, int | str] = {"nbits": self._nbits, "nprobe": self.nprobe, "rerank": self.rerank}
-        options["vectors"] = self._vector_kind
+        options: dict[str, int | str] = {"nbits": self._nbits, "nprobe": self.nprobe, "rerank": self.rerank,
+                                          "vectors": self._vector_kind}  # fmt: skip
         if self._index is not None:
             options.update(nlist=int(self._index.nlist), m=int(self._index.pq.M))
         return options
@@ -136,9 +129,11 @@ class RerankedIVFPQ:
                 "small, or lower nlist/nbits"
             )
         quantizer = faiss.IndexFlatIP(self._dimension)
-        # 4-bit codes are scanned with SIMD lookups (FAISS fast-scan), several times faster than 8-bit ones.
-        kind = faiss.IndexIVFPQFastScan if self._nbits == 4 else faiss.IndexIVFPQ
-        index = kind(quantizer, self._dimension, nlist, m, self._nbits, faiss.METRIC_INNER_PRODUCT)
+        # Plain IVF-PQ lists whatever the bits: they take codes encoded apart (`add_encoded`, a dump build's
+        # parts); 4-bit ones become fast-scan lists before the first search or save (`_serving`).
+        index = faiss.IndexIVFPQ(
+            quantizer, self._dimension, nlist, m, self._nbits, faiss.METRIC_INNER_PRODUCT
+        )
         if len(sample) > TRAIN_ROWS:
             pick = np.random.default_rng(0).choice(len(sample), TRAIN_ROWS, replace=False)
             sample = sample[np.sort(pick)]
@@ -148,8 +143,8 @@ class RerankedIVFPQ:
 
     def _open_scratch(self) -> BinaryIO:
         if self._scratch_handle is None:
-            self._scratch = _scratch_file(self._scratch_dir)
-            self._finalizer = weakref.finalize(self, _remove, self._scratch)
+            self._scratch = reranked_format.scratch_file(self._scratch_dir)
+            self._finalizer = weakref.finalize(self, reranked_format.remove_file, self._scratch)
             handle = self._scratch.open("r+b")
             handle.write(b"\0" * _HEADER)
             # A loaded index's vectors move into the scratch file, so that the file can grow.
@@ -230,12 +225,24 @@ class RerankedIVFPQ:
             raise ValueError(f"codes of shape {codes.shape} for {len(vectors)} rows")
         if not len(vectors):
             return
-        # Fast-scan lists pack codes in blocks that only FAISS's `add` writes (add_sa_codes corrupts them).
+        # Fast-scan lists (a loaded 4-bit index) are written only by FAISS's `add` (add_sa_codes corrupts them).
         add = self._index.add if isinstance(self._index, _pq_kinds()[1]) else None
         with self._lock:
             self._append(vectors, lambda: add(vectors) if add else self._index.add_sa_codes(codes))
 
     # -- searching ----------------------------------------------------------------------------------------
+
+    def _serving(self) -> Any:
+        """The FAISS index as it searches and is saved: 4-bit codes in fast-scan lists (SIMD lookups, several
+        times faster than 8-bit codes), converted once from plain lists, codes copied as they are."""
+        faiss = _faiss()
+        index = self._index
+        if self._nbits == 4 and isinstance(index, faiss.IndexIVFPQ):
+            with self._lock:
+                if isinstance(self._index, faiss.IndexIVFPQ):
+                    self._index = faiss.IndexIVFPQFastScan(self._index)
+            index = self._index
+        return index
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         if k < 1:
@@ -245,12 +252,13 @@ class RerankedIVFPQ:
             scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
             return scores, np.full((len(queries), k), -1, dtype=np.int64)
         faiss = _faiss()
+        index = self._serving()
         fetch = max(k, self.rerank)
-        params = faiss.SearchParametersIVF(nprobe=min(self.nprobe, int(self._index.nlist)))
+        params = faiss.SearchParametersIVF(nprobe=min(self.nprobe, int(index.nlist)))
         # Mode 1 spreads each query's lists over FAISS's threads, not the queries (one query at 10M items: 21
         # ms against 42). Shared state: a concurrent search may get the other mode, slower, never wrong.
-        self._index.parallel_mode = 1 if len(queries) < faiss.omp_get_max_threads() else 0
-        _, candidates = self._index.search(queries, fetch, params=params)
+        index.parallel_mode = 1 if len(queries) < faiss.omp_get_max_threads() else 0
+        _, candidates = index.search(queries, fetch, params=params)
         out_scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
         out_ids = np.full((len(queries), k), -1, dtype=np.int64)
         # Each query's candidates, in file order; all of them announced to the kernel before any is read.
@@ -293,7 +301,7 @@ class RerankedIVFPQ:
                 f"an empty {KIND} index has not been trained and cannot be saved; add rows first"
             )
         faiss = _faiss()
-        self._index.nprobe = self.nprobe
+        self._serving().nprobe = self.nprobe
         path = Path(path)
         codec = self._trained_codec()
         header = npy_header(len(self), self._dimension, codec.dtype)
@@ -306,21 +314,7 @@ class RerankedIVFPQ:
             and self._finish_scratch(path, header, tail, len(side))
         ):
             return
-        tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
-        try:
-            with tmp.open("wb") as handle:
-                handle.write(header)
-                # In slices: the vectors can be larger than RAM.
-                for start in range(0, len(self), _SLICE):
-                    handle.write(np.ascontiguousarray(self._vectors[start : start + _SLICE]).tobytes())
-                offset = handle.tell() + len(side)
-                handle.write(tail)
-                handle.write(trailer(offset, self.rerank))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        reranked_format.write_copy(path, header, self._vectors, _SLICE, tail, len(side), self.rerank)
 
     def _finish_scratch(self, path: Path, header: bytes, tail: bytes, side: int) -> bool:
         """Header, range block, FAISS part and trailer written into the scratch file, which then becomes `path`.
@@ -380,9 +374,8 @@ class RerankedIVFPQ:
         dtype = layout.codec.dtype
         index._vectors = np.memmap(path, dtype=dtype, mode="r", offset=layout.vectors_offset, shape=shape)
         if index._vectors.nbytes <= resident_max:
-            # A small dictionary's vectors (a dump's 77k relation rows: 30 MB in sq8) are read once into RAM:
-            # re-ranking then takes rows by indexing, not a system call each (thousands for relations, whose
-            # many aliases make `search_vectors` fetch deeper).
+            # A dump's 77k relation rows (30 MB in sq8): rows taken by indexing, not a `pread` each (thousands
+            # a question, as relations' many aliases make `search_vectors` fetch deep).
             index._vectors = np.array(index._vectors)
         else:
             index._reader = RowReader(path, layout.vectors_offset, layout.rows, layout.dimension, dtype)
@@ -392,10 +385,6 @@ class RerankedIVFPQ:
 def _pq_kinds() -> tuple[Any, ...]:
     faiss = _faiss()
     return (faiss.IndexIVFPQ, faiss.IndexIVFPQFastScan)
-
-
-def _remove(path: Path) -> None:
-    path.unlink(missing_ok=True)
 
 
 __all__ = ["KIND", "RerankedIVFPQ", "is_reranked_file"]
