@@ -98,8 +98,8 @@ class RerankedIVFPQ:
         return f"RerankedIVFPQ(dimension={self._dimension}, rows={len(self)}, rerank={self.rerank})"
 
     def options(self) -> dict[str, int | str]:
-        options: dict[str, int | str] = {"nbits": self._nbits, "nprobe": self.nprobe, "rerank": self.rerank,
-                                          "vectors": self._vector_kind}  # fmt: skip
+        options: dict[str, int | str] = {"nbits": self._nbits, "nprobe": self.nprobe, "rerank": self.rerank}
+        options["vectors"] = self._vector_kind
         if self._index is not None:
             options.update(nlist=int(self._index.nlist), m=int(self._index.pq.M))
         return options
