@@ -14,6 +14,7 @@ slowest 1% per placeholder (what sets the p99), and writes bench/results/OUT.jso
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import time
@@ -53,6 +54,14 @@ class Timer:
         object.__setattr__(owner, name, timed)
 
 
+def _resolution(resolved: Any) -> str:
+    """A resolution or refusal as one JSON line: its final query (or refusal reason) and every placeholder's
+    candidates with their scores."""
+    evidence = [[(c.id, c.score) for c in e.candidates] for e in getattr(resolved, "evidence", ())]
+    final = getattr(resolved, "sparql", None) or str(getattr(resolved, "reason", ""))
+    return json.dumps({"final": final, "candidates": evidence})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -61,6 +70,12 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=300)
     parser.add_argument("--data-dir")
     parser.add_argument("--out", default="resolve_profile", help="result name: bench/results/OUT.json")
+    parser.add_argument(
+        "--resolutions",
+        type=Path,
+        help="also write each timed question's resolution (final query, candidates and scores) to this JSONL "
+        "file: two checkouts that answer alike write the same bytes",
+    )
     args = parser.parse_args()
 
     from pgmr.config import resolve_data_dir
@@ -91,17 +106,20 @@ def main() -> None:
             timer.wrap(lexicon, name, f"{kind} lexical")
     for case in sample[: args.questions]:
         resolver.resolve(case.query)
-    questions = []
+    questions, resolutions = [], []
     for case in sample[args.questions + 1 :]:
         timer.spent.clear()
         began = time.perf_counter()
-        resolver.resolve(case.query)
+        resolved = resolver.resolve(case.query)
         total = (time.perf_counter() - began) * 1000
+        resolutions.append(_resolution(resolved))
         parts = {part: seconds * 1000 for part, seconds in timer.spent.items()}
         parts["other"] = total - sum(parts.values())
         placeholders = max(1, len(case.query.placeholders))
         questions.append({"ms": total, "placeholders": placeholders, "ms_per_placeholder": total / placeholders,
                           "parts": parts})  # fmt: skip
+    if args.resolutions:
+        args.resolutions.write_text("".join(line + "\n" for line in resolutions), encoding="utf-8")
     questions.sort(key=lambda q: -q["ms_per_placeholder"])
     slowest = questions[: max(1, len(questions) // 100)]
     per_placeholder = sorted(q["ms_per_placeholder"] for q in questions)
