@@ -254,6 +254,19 @@ def test_pgmr_ask_answers_through_a_dump_built_memory(built) -> None:  # type: i
     assert ANSWER in {a.get("id") for a in answer["answers"]}
 
 
+def test_a_dump_built_memory_reads_its_rows_and_lexical_tier_ahead(built, encoder) -> None:  # type: ignore[no-untyped-def]
+    from pgmr.memory.page_cache import files_to_warm
+
+    memory = Memory.load(built[0], encoder)
+    assert memory.warming is not None and memory.warming.wait(timeout=60)
+    wanted = files_to_warm(built[0], memory.manifest)
+    assert {p.name for p in wanted} >= {"entities.rows.arrow", "relations.rows.arrow"}
+    assert any("lexical" in p.parts for p in wanted)
+    status = memory.warming.status()
+    assert status.done and status.files >= len(wanted) and status.bytes_read > 0
+    assert Memory.load(built[0], encoder, warm=False).warming is None
+
+
 def test_the_on_disk_lexical_tier_answers_as_the_in_memory_one(built, encoder) -> None:  # type: ignore[no-untyped-def]
     from pgmr.resolver.resolver import Resolver, _Lexicon
 

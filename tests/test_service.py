@@ -73,6 +73,8 @@ def test_health(client: httpx.Client) -> None:
     assert body["memory"] == {"entities": 9, "relations": 6}
     assert body["store"].endswith("qald10_answer_derived.nt") and body["kg_check"] is True
     assert body["model"].endswith("model")
+    # Its rows are held in RAM (JSONL): nothing is read ahead.
+    assert body["warm_up"] is None
 
 
 def test_ask_answers_with_candidates_and_labels(client: httpx.Client) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from contextlib import asynccontextmanager
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -321,6 +322,8 @@ def create_app(
             "store": p.config.store,
             "kg_check": p.config.kg_check and p.store is not None,
             "load": {**limiter.snapshot(), "deadline_seconds": limiter.limits.deadline},
+            # None where nothing is read ahead (a memory whose rows are held in RAM).
+            "warm_up": asdict(p.memory.warming.status()) if p.memory.warming is not None else None,
         }
 
     add_text2sparql(app, limiter, dict(datasets or {}), LIMITED_RESPONSES)

@@ -248,6 +248,15 @@ class LoadOut(BaseModel):
     deadline_exceeded: int
 
 
+class WarmUpOut(BaseModel):
+    """The memory's files being read into the page cache after loading (pgmr.memory.page_cache): until `done`,
+    questions through a memory of millions of items may wait for the disk."""
+
+    done: bool
+    files: int
+    bytes_read: int
+
+
 class HealthResponse(BaseModel):
     status: Literal["ok"]
     version: str
@@ -257,6 +266,7 @@ class HealthResponse(BaseModel):
     store: str | None
     kg_check: bool
     load: LoadOut | None = None
+    warm_up: WarmUpOut | None = None
 
 
 class ErrorBody(BaseModel):
