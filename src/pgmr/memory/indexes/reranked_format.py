@@ -109,10 +109,6 @@ def scratch_file(directory: str | None) -> Path:
     return Path(name)
 
 
-def remove_file(path: Path) -> None:
-    path.unlink(missing_ok=True)
-
-
 def write_copy(
     path: Path, header: bytes, vectors: np.ndarray, rows_a_write: int, tail: bytes, side: int, rerank: int
 ) -> None:

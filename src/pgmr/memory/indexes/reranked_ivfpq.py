@@ -144,7 +144,7 @@ class RerankedIVFPQ:
     def _open_scratch(self) -> BinaryIO:
         if self._scratch_handle is None:
             self._scratch = reranked_format.scratch_file(self._scratch_dir)
-            self._finalizer = weakref.finalize(self, reranked_format.remove_file, self._scratch)
+            self._finalizer = weakref.finalize(self, self._scratch.unlink, missing_ok=True)
             handle = self._scratch.open("r+b")
             handle.write(b"\0" * _HEADER)
             # A loaded index's vectors move into the scratch file, so that the file can grow.
